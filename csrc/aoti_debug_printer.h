@@ -1,0 +1,152 @@
+// aoti-debug-printer: the C ABI of the shim library.
+//
+// This header is also spliced verbatim into every wrapper that Inductor
+// generates with the printer on, so it must stay self-contained: C types,
+// the AOTI shim header, and (for C++) a header-only loader.
+//
+// Why a loader instead of linking: libtorch exports the upstream
+// aoti_torch_print_tensor_handle / aoti_torch_save_tensor_handle too, so
+// which one a plain call binds to depends on load order. Generated code
+// never calls those names. It asks for our uniquely named
+// aoti_debug_printer_get_api() with dlopen/dlsym and calls through the
+// returned table, so our implementation runs whatever else is loaded, in a
+// Python process or in a C++ program using AOTIModelPackageLoader.
+#ifndef AOTI_DEBUG_PRINTER_H
+#define AOTI_DEBUG_PRINTER_H
+
+#include <stdint.h>
+#include <torch/csrc/inductor/aoti_torch/c/shim.h>
+
+#define AOTI_DEBUG_PRINTER_ABI_VERSION 1
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// What a tensor or scalar record does. Values match the printer levels.
+enum {
+  AOTI_DEBUG_PRINTER_SAVE = 1,
+  AOTI_DEBUG_PRINTER_PRINT = 2,
+};
+
+// Where a record sits relative to its kernel launch.
+enum {
+  AOTI_DEBUG_PRINTER_BEFORE_LAUNCH = 0,
+  AOTI_DEBUG_PRINTER_AFTER_LAUNCH = 1,
+  AOTI_DEBUG_PRINTER_MODEL_INPUT = 2,
+};
+
+// Every function below catches all exceptions: a failure is reported on the
+// output (once for repeated save failures) and the model keeps running.
+
+// Starts a new run of a model on this thread: resets launch and call indices.
+void aoti_debug_printer_begin_run(void);
+// Marks a kernel launch. BEFORE_LAUNCH advances this thread's launch index
+// and the kernel's call index; a nonzero `announce` also prints the event
+// (level 3, or any level's kernel-name line).
+void aoti_debug_printer_launch(int32_t phase, const char* kernel, int32_t announce);
+// One tensor argument: print a record or save a snapshot.
+void aoti_debug_printer_tensor(
+    int32_t action, int32_t phase, const char* kernel, const char* arg,
+    AtenTensorHandle tensor);
+// Scalar and SymInt arguments, each in its own type's format.
+void aoti_debug_printer_int64(
+    int32_t action, int32_t phase, const char* kernel, const char* arg, int64_t value);
+void aoti_debug_printer_float64(
+    int32_t action, int32_t phase, const char* kernel, const char* arg, double value);
+void aoti_debug_printer_bool(
+    int32_t action, int32_t phase, const char* kernel, const char* arg, int32_t value);
+// Run-time settings; see README ("Settings"). Returns 0 on success, nonzero
+// with a message on the output for an unknown key or a bad value.
+int32_t aoti_debug_printer_set_option(const char* key, const char* value);
+
+// The table generated code calls through.
+typedef struct aoti_debug_printer_api {
+  uint32_t abi_version;
+  uint32_t size;
+  void (*begin_run)(void);
+  void (*launch)(int32_t, const char*, int32_t);
+  void (*tensor)(int32_t, int32_t, const char*, const char*, AtenTensorHandle);
+  void (*int64)(int32_t, int32_t, const char*, const char*, int64_t);
+  void (*float64)(int32_t, int32_t, const char*, const char*, double);
+  void (*boolean)(int32_t, int32_t, const char*, const char*, int32_t);
+} aoti_debug_printer_api;
+
+// Returns the table, or NULL when the caller wants an ABI we do not have.
+const aoti_debug_printer_api* aoti_debug_printer_get_api(uint32_t abi_version);
+
+// Upstream's signatures, kept as aliases of the functions above so that code
+// written against PyTorch's shim.h reaches our implementation when it binds
+// to this library.
+void aoti_torch_print_tensor_handle(AtenTensorHandle self, const char* msg);
+void aoti_torch_save_tensor_handle(
+    AtenTensorHandle self, const char* tensor_name, const char* launch_prefix,
+    const char* kernel_name);
+
+#ifdef __cplusplus
+} // extern "C"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <type_traits>
+
+namespace aoti_debug_printer {
+
+// Finds the shim library once per loaded model. `built_with` is the absolute
+// path of the library the model was compiled against; the environment
+// variable AOTI_DEBUG_PRINTER_LIBRARY overrides it when the model moves to
+// another machine. Returns nullptr (after one message) when nothing loads,
+// and the model then runs without records.
+inline const aoti_debug_printer_api* load_api(const char* built_with) {
+  static const aoti_debug_printer_api* api = [built_with]() {
+    const char* env = getenv("AOTI_DEBUG_PRINTER_LIBRARY");
+    const char* candidates[] = {
+        env && *env ? env : nullptr, built_with, "libaoti_debug_printer.so"};
+    for (const char* path : candidates) {
+      if (!path) continue;
+      // RTLD_NOLOAD first: an instance already loaded (by the Python module)
+      // is the one whose counters and output the process already uses.
+      void* lib = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+      if (!lib) lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+      if (!lib) continue;
+      using GetApi = const aoti_debug_printer_api* (*)(uint32_t);
+      auto get = reinterpret_cast<GetApi>(dlsym(lib, "aoti_debug_printer_get_api"));
+      if (const aoti_debug_printer_api* found = get ? get(AOTI_DEBUG_PRINTER_ABI_VERSION) : nullptr)
+        return found;
+    }
+    fprintf(stderr,
+            "[aoti-debug-printer] ERROR: cannot load the shim library (tried "
+            "$AOTI_DEBUG_PRINTER_LIBRARY and '%s'); this model runs without "
+            "debug records\n",
+            built_with);
+    fflush(stderr);
+    return static_cast<const aoti_debug_printer_api*>(nullptr);
+  }();
+  return api;
+}
+
+// One call site for every argument the codegen emits: the C++ type of the
+// expression picks the record, so a float is never printed as an integer.
+template <typename T>
+inline void value(const aoti_debug_printer_api* api, int32_t action, int32_t phase,
+                  const char* kernel, const char* arg, const T& v) {
+  if (!api) return;
+  if constexpr (std::is_convertible_v<const T&, AtenTensorHandle>) {
+    api->tensor(action, phase, kernel, arg, static_cast<AtenTensorHandle>(v));
+  } else if constexpr (std::is_same_v<T, bool>) {
+    api->boolean(action, phase, kernel, arg, v ? 1 : 0);
+  } else if constexpr (std::is_integral_v<T> || std::is_enum_v<T>) {
+    api->int64(action, phase, kernel, arg, static_cast<int64_t>(v));
+  } else if constexpr (std::is_floating_point_v<T>) {
+    api->float64(action, phase, kernel, arg, static_cast<double>(v));
+  }
+  // Any other type (pointers, array refs) has no record; the codegen only
+  // passes tensors and scalars, and a model must never fail to build because
+  // the printer is on.
+}
+
+} // namespace aoti_debug_printer
+#endif // __cplusplus
+
+#endif // AOTI_DEBUG_PRINTER_H

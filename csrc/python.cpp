@@ -1,0 +1,97 @@
+// aoti_debug_printer._C: the shim's functions for Python. The JIT wrapper
+// calls `record`, `launch` and `begin_run`; tests call the rest. Everything
+// goes through shim.h, the same code the C ABI runs.
+#include "aoti_debug_printer.h"
+#include "save.h"
+#include "settings.h"
+#include "shim.h"
+#include "stats.h"
+
+#include <torch/extension.h>
+
+#include <dlfcn.h>
+
+namespace py = pybind11;
+using namespace aoti_debug_printer;
+
+namespace {
+
+py::object scalar_to_py(const std::optional<c10::Scalar>& s) {
+  if (!s) return py::none();
+  if (s->type() == c10::ScalarType::UInt64) return py::int_(s->toUInt64());
+  if (s->isIntegral(false)) return py::int_(s->toLong());
+  return py::float_(s->toDouble());
+}
+
+py::dict stats_dict(const at::Tensor& t) {
+  const TensorStats s = compute_stats(to_host(t));
+  py::dict d;
+  d["numel"] = s.numel;
+  d["finite"] = s.finite;
+  d["nan"] = s.nan;
+  d["pos_inf"] = s.pos_inf;
+  d["neg_inf"] = s.neg_inf;
+  d["zeros"] = s.zeros;
+  d["min"] = scalar_to_py(s.min);
+  d["max"] = scalar_to_py(s.max);
+  d["mean"] = s.mean;
+  d["std"] = s.std;
+  d["absmax"] = s.absmax;
+  d["of"] = s.of_modulus ? "modulus" : "value";
+  d["unsupported"] = s.unsupported;
+  return d;
+}
+
+// Python values in the JIT wrapper: tensors, SymInt-derived ints, floats,
+// bools. Anything else is recorded by its type name.
+void record(int32_t action, int32_t phase, const std::string& kernel, const std::string& arg,
+            py::handle value) {
+  const Where w = where_now(phase, kernel, arg);
+  if (THPVariable_Check(value.ptr())) {
+    const at::Tensor t = THPVariable_Unpack(value.ptr());
+    py::gil_scoped_release no_gil;
+    record_tensor(action, w, &t);
+  } else if (value.is_none()) {
+    record_tensor(action, w, nullptr);
+  } else if (py::isinstance<py::bool_>(value)) {
+    record_scalar(action, w, "bool", value.cast<bool>() ? "true" : "false");
+  } else if (py::isinstance<py::int_>(value)) {
+    record_scalar(action, w, "int64", py::str(value));
+  } else if (py::isinstance<py::float_>(value)) {
+    record_scalar(action, w, "float64", py::str(py::repr(value)));
+  } else {
+    record_scalar(action, w, Py_TYPE(value.ptr())->tp_name, py::str(value));
+  }
+}
+
+std::string library_path() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&aoti_debug_printer_get_api), &info) == 0 || !info.dli_fname) {
+    throw std::runtime_error("cannot locate the shim library");
+  }
+  return info.dli_fname;
+}
+
+} // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "C++ shim of aoti-debug-printer";
+  m.attr("ABI_VERSION") = AOTI_DEBUG_PRINTER_ABI_VERSION;
+  m.attr("SAVE") = static_cast<int>(AOTI_DEBUG_PRINTER_SAVE);
+  m.attr("PRINT") = static_cast<int>(AOTI_DEBUG_PRINTER_PRINT);
+  m.attr("BEFORE_LAUNCH") = static_cast<int>(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH);
+  m.attr("AFTER_LAUNCH") = static_cast<int>(AOTI_DEBUG_PRINTER_AFTER_LAUNCH);
+  m.attr("MODEL_INPUT") = static_cast<int>(AOTI_DEBUG_PRINTER_MODEL_INPUT);
+
+  m.def("begin_run", &begin_run, "Start a new run on this thread.");
+  m.def("launch", &launch, py::arg("phase"), py::arg("kernel"), py::arg("announce"),
+        "Mark a kernel launch (before advances the launch and call indices).");
+  m.def("record", &record, py::arg("action"), py::arg("phase"), py::arg("kernel"), py::arg("arg"),
+        py::arg("value"), "Print or save one kernel argument.");
+  m.def("stats", &stats_dict, py::arg("tensor"), "The fused statistics of a tensor.");
+  m.def("set_option", &set_option, py::arg("key"), py::arg("value"));
+  m.def("get_option", &get_option, py::arg("key"));
+  m.def("save_failures", &save_failures);
+  m.def("safe_name_part", &safe_name_part, py::arg("name"));
+  m.def("library_path", &library_path, "Absolute path of libaoti_debug_printer.so.");
+}

@@ -1,0 +1,233 @@
+#include "record.h"
+
+#include <ATen/Dispatch_v2.h>
+#include <c10/util/complex.h>
+
+#include <unistd.h>
+
+#include <cctype>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+namespace aoti_debug_printer {
+namespace {
+
+// %.6g for people; JSON gets 17 digits so numbers survive a round trip.
+std::string number(double v, bool json) {
+  if (std::isnan(v)) return json ? "null" : "nan";
+  if (std::isinf(v)) return json ? "null" : (v > 0 ? "inf" : "-inf");
+  char buf[40];
+  std::snprintf(buf, sizeof buf, json ? "%.17g" : "%.6g", v);
+  return buf;
+}
+
+std::string scalar_text(const c10::Scalar& s, bool json) {
+  if (s.type() == c10::ScalarType::UInt64) return std::to_string(s.toUInt64());
+  if (s.isIntegral(false)) return std::to_string(s.toLong());
+  if (s.isBoolean()) return s.toBool() ? "true" : "false";
+  return number(s.toDouble(), json);
+}
+
+template <typename V>
+std::string list(const std::vector<V>& xs, bool quote = false) {
+  std::string out = "[";
+  for (size_t i = 0; i < xs.size(); ++i) {
+    if (i) out += ", ";
+    if constexpr (std::is_same_v<V, std::string>) {
+      out += quote ? json_string(xs[i]) : xs[i];
+    } else {
+      out += std::to_string(xs[i]);
+    }
+  }
+  return out + "]";
+}
+
+// One element as text. Non-finite floats are spelled nan/inf/-inf in both
+// formats (JSON has no literal for them, so the JSON list quotes them).
+template <typename scalar_t>
+std::string element(scalar_t v) {
+  if constexpr (std::is_same_v<scalar_t, bool>) {
+    return v ? "true" : "false";
+  } else if constexpr (std::is_integral_v<scalar_t>) {
+    return std::to_string(v);
+  } else if constexpr (c10::is_complex<scalar_t>::value) {
+    const double re = static_cast<double>(v.real()), im = static_cast<double>(v.imag());
+    return number(re, false) + (std::signbit(im) ? "-" : "+") + number(std::abs(im), false) + "j";
+  } else {
+    return number(static_cast<double>(static_cast<float>(v)), false);
+  }
+}
+
+std::vector<std::string> flat_values(const at::Tensor& host) {
+  std::vector<std::string> out;
+  const at::Tensor c = host.contiguous();
+  out.reserve(c.numel());
+  AT_DISPATCH_V2(
+      c.scalar_type(), "aoti_debug_printer_values", AT_WRAP([&] {
+        const scalar_t* p = c.const_data_ptr<scalar_t>();
+        for (int64_t i = 0; i < c.numel(); ++i) out.push_back(element(p[i]));
+      }),
+      AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), AT_EXPAND(AT_FLOAT8_TYPES),
+      AT_EXPAND(AT_BAREBONES_UNSIGNED_TYPES), at::kHalf, at::kBFloat16, at::kBool,
+      at::kComplexHalf);
+  return out;
+}
+
+std::string where_text(const Where& w) {
+  std::string head = "[aoti-debug-printer] " + w.phase;
+  if (!w.kernel.empty()) head += " " + w.kernel;
+  if (!w.arg.empty()) head += " " + w.arg;
+  if (w.launch >= 0) {
+    head += " (run " + std::to_string(w.run) + ", launch " + std::to_string(w.launch) +
+            ", call " + std::to_string(w.call) + ")";
+  } else if (w.run >= 0) {
+    head += " (run " + std::to_string(w.run) + ")";
+  }
+  return head;
+}
+
+} // namespace
+
+std::string dtype_name(c10::ScalarType t) {
+  // torch's own Python spelling (float32, bfloat16, float8_e4m3fn, ...).
+  return std::string(c10::getDtypeNames(t).first);
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (const unsigned char ch : s) {
+    switch (ch) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (ch < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", ch);
+          out += buf;
+        } else {
+          out += static_cast<char>(ch);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string json_where(const Where& w) {
+  return "\"phase\": " + json_string(w.phase) + ", \"kernel\": " + json_string(w.kernel) +
+         ", \"arg\": " + json_string(w.arg) + ", \"run\": " + std::to_string(w.run) +
+         ", \"launch\": " + std::to_string(w.launch) + ", \"call\": " + std::to_string(w.call) +
+         ", \"pid\": " + std::to_string(static_cast<int64_t>(getpid()));
+}
+
+at::Tensor to_host(const at::Tensor& t) {
+  return t.device().is_cpu() ? t : t.to(at::kCPU);
+}
+
+TensorRecord describe(const Where& where, const at::Tensor& t, const at::Tensor& host,
+                      int64_t max_values) {
+  TensorRecord r;
+  r.where = where;
+  r.defined = true;
+  r.shape = t.sizes().vec();
+  r.dtype = dtype_name(t.scalar_type());
+  r.device = t.device().str();
+  // torch's spelling: torch.strided, torch.sparse_coo, ...
+  r.layout = c10::str(t.layout());
+  for (char& ch : r.layout) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  r.numel = t.numel();
+  if (t.layout() == at::kStrided) {
+    r.stride = t.strides().vec();
+    r.contiguous = t.is_contiguous();
+  }
+  r.stats = compute_stats(host);
+  if (r.stats.unsupported.empty() && r.numel > 0 && r.numel <= max_values) {
+    r.values = flat_values(host);
+  }
+  return r;
+}
+
+TensorRecord describe_problem(const Where& where, std::string problem) {
+  TensorRecord r;
+  r.where = where;
+  r.problem = std::move(problem);
+  return r;
+}
+
+std::string format_text(const TensorRecord& r) {
+  std::ostringstream out;
+  out << where_text(r.where) << "\n";
+  if (!r.problem.empty()) {
+    out << "    " << r.problem << "\n";
+    return out.str();
+  }
+  out << "    shape=" << list(r.shape) << " stride=" << list(r.stride) << " dtype=" << r.dtype
+      << " device=" << r.device << " layout=" << r.layout
+      << " contiguous=" << (r.contiguous ? "true" : "false") << " numel=" << r.numel << "\n";
+  const TensorStats& s = r.stats;
+  if (!s.unsupported.empty()) {
+    out << "    " << s.unsupported << "\n";
+    return out.str();
+  }
+  out << "    " << (s.of_modulus ? "|z| " : "");
+  if (s.min) {
+    out << "min=" << scalar_text(*s.min, false) << " max=" << scalar_text(*s.max, false)
+        << " mean=" << number(s.mean, false) << " std=" << number(s.std, false)
+        << " absmax=" << number(s.absmax, false);
+  } else {
+    out << "no finite values";
+  }
+  out << "\n    finite=" << s.finite << " nan=" << s.nan << " +inf=" << s.pos_inf
+      << " -inf=" << s.neg_inf << " zeros=" << s.zeros << "\n";
+  if (!r.values.empty()) out << "    values=" << list(r.values) << "\n";
+  return out.str();
+}
+
+std::string format_json(const TensorRecord& r, const std::string& extra) {
+  std::ostringstream out;
+  out << "{\"event\": \"tensor\", " << json_where(r.where);
+  if (!r.problem.empty()) {
+    out << ", \"problem\": " << json_string(r.problem) << extra << "}";
+    return out.str();
+  }
+  out << ", \"shape\": " << list(r.shape) << ", \"stride\": " << list(r.stride)
+      << ", \"dtype\": " << json_string(r.dtype) << ", \"device\": " << json_string(r.device)
+      << ", \"layout\": " << json_string(r.layout)
+      << ", \"contiguous\": " << (r.contiguous ? "true" : "false") << ", \"numel\": " << r.numel;
+  const TensorStats& s = r.stats;
+  if (!s.unsupported.empty()) {
+    out << ", \"stats\": null, \"problem\": " << json_string(s.unsupported);
+  } else {
+    out << ", \"stats\": {\"of\": " << (s.of_modulus ? "\"modulus\"" : "\"value\"")
+        << ", \"min\": " << (s.min ? scalar_text(*s.min, true) : "null")
+        << ", \"max\": " << (s.max ? scalar_text(*s.max, true) : "null")
+        << ", \"mean\": " << number(s.mean, true) << ", \"std\": " << number(s.std, true)
+        << ", \"absmax\": " << (s.min ? number(s.absmax, true) : "null")
+        << ", \"finite\": " << s.finite << ", \"nan\": " << s.nan
+        << ", \"pos_inf\": " << s.pos_inf << ", \"neg_inf\": " << s.neg_inf
+        << ", \"zeros\": " << s.zeros << "}";
+  }
+  if (!r.values.empty()) out << ", \"values\": " << list(r.values, true);
+  out << extra << "}";
+  return out.str();
+}
+
+std::string format_scalar(const Where& where, const char* type, const std::string& value,
+                          bool json) {
+  if (json) {
+    return "{\"event\": \"scalar\", " + json_where(where) + ", \"type\": " + json_string(type) +
+           ", \"value\": " + json_string(value) + "}\n";
+  }
+  return where_text(where) + " = " + value + " (" + type + ")\n";
+}
+
+std::string format_launch(const Where& where, bool json) {
+  if (json) return "{\"event\": \"launch\", " + json_where(where) + "}\n";
+  return where_text(where) + "\n";
+}
+
+} // namespace aoti_debug_printer

@@ -1,0 +1,65 @@
+// One record: where it was taken, what the tensor is, and its statistics.
+// The printer, the saver's manifest and the Python bindings all build and
+// format records here, so text, JSON lines and manifest never disagree.
+#pragma once
+
+#include "stats.h"
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace aoti_debug_printer {
+
+struct Where {
+  std::string phase;   // before_launch, after_launch, model_input, or upstream's msg
+  std::string kernel;  // empty for upstream-style messages
+  std::string arg;
+  int64_t run = -1;    // -1: outside any run the generated code announced
+  int64_t launch = -1;
+  int64_t call = -1;   // how many times this kernel ran before, in this run
+};
+
+struct TensorRecord {
+  Where where;
+  bool defined = false;
+  std::string problem;  // "null handle", "undefined tensor", copy failures
+  std::vector<int64_t> shape, stride;
+  std::string dtype, device, layout;
+  bool contiguous = false;
+  int64_t numel = 0;
+  TensorStats stats;
+  // Flattened values in row-major order, already formatted per dtype;
+  // empty unless numel <= max_values.
+  std::vector<std::string> values;
+};
+
+// The one device-to-host copy: the tensor in its own dtype, on the CPU.
+at::Tensor to_host(const at::Tensor& t);
+
+// Metadata, statistics and (for small tensors) values of `t`, read from
+// `host` (to_host(t)).
+TensorRecord describe(const Where& where, const at::Tensor& t, const at::Tensor& host,
+                      int64_t max_values);
+// A record that carries only a problem (null handle, undefined tensor).
+TensorRecord describe_problem(const Where& where, std::string problem);
+
+std::string format_text(const TensorRecord& r);
+// One JSON object, no newline. `extra` is spliced in as more members
+// (the manifest's file name and sequence number).
+std::string format_json(const TensorRecord& r, const std::string& extra = "");
+
+// Scalars and launch events, in both formats.
+std::string format_scalar(const Where& where, const char* type, const std::string& value,
+                          bool json);
+std::string format_launch(const Where& where, bool json);
+
+// JSON helpers shared with the saver.
+std::string json_string(const std::string& s);
+std::string json_where(const Where& w);
+
+std::string dtype_name(c10::ScalarType t);
+
+} // namespace aoti_debug_printer

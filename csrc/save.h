@@ -1,0 +1,27 @@
+// Level 1: snapshots that torch.load(path, weights_only=True) reads back,
+// plus a manifest.jsonl beside them.
+#pragma once
+
+#include "record.h"
+
+#include <string>
+
+namespace aoti_debug_printer {
+
+// Saves `host` (to_host of the recorded tensor) under `dir` and appends the
+// record, with the file's name, to dir/manifest.jsonl. Returns the file name
+// (relative to dir). Throws std::runtime_error with a message that names the
+// directory and the OS error; nothing half-written is left under a final name.
+std::string save_snapshot(const std::string& dir, const TensorRecord& record,
+                          const at::Tensor& host);
+
+// Appends one JSON line (newline included) to dir/manifest.jsonl, creating
+// the directory if needed. Throws std::runtime_error like save_snapshot.
+void append_to_manifest(const std::string& dir, const std::string& line);
+
+// A name part made safe for any file system: only [A-Za-z0-9_.-], no leading
+// dot, at most 80 characters. Kernel and argument names go through this, so
+// no name can leave the directory.
+std::string safe_name_part(const std::string& s);
+
+} // namespace aoti_debug_printer

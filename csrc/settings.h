@@ -1,0 +1,39 @@
+// Run-time settings and the output stream every record goes to.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace aoti_debug_printer {
+
+enum class Format { Text, Jsonl };
+
+struct Settings {
+  // AOTI_DEBUG_PRINTER_OUTPUT: "stdout" (default, as upstream), "stderr", or
+  // a file path that records are appended to.
+  std::string output = "stdout";
+  // AOTI_DEBUG_PRINTER_FORMAT: "text" or "jsonl".
+  Format format = Format::Text;
+  // AOTI_DEBUG_PRINTER_DUMP_DIR: where level 1 saves; upstream's default.
+  std::string dump_dir = "./tmp/aoti_torch/";
+  // AOTI_DEBUG_PRINTER_MAX_VALUES: tensors with at most this many elements
+  // also print their values; 0 turns values off.
+  int64_t max_values = 64;
+};
+
+// A copy, so callers never hold the lock while they format or write.
+Settings current_settings();
+
+// Throws std::invalid_argument on an unknown key or a bad value.
+void set_option(const std::string& key, const std::string& value);
+std::string get_option(const std::string& key);
+
+// Writes one whole record (one or more lines) with a single write under a
+// process-wide lock, then flushes: records of concurrent threads never
+// interleave, and a record is out before a crash that follows it.
+void emit(const std::string& text);
+
+// The one place user-facing errors go (stderr, whatever the output is).
+void report_error(const std::string& message);
+
+} // namespace aoti_debug_printer

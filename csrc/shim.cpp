@@ -1,0 +1,240 @@
+// The exported C ABI. Nothing thrown inside may cross it: every entry point
+// runs its body through `guarded`, which reports and swallows.
+#include "aoti_debug_printer.h"
+
+#include "save.h"
+#include "settings.h"
+#include "shim.h"
+
+#include <torch/csrc/inductor/aoti_torch/utils.h>
+
+#include <atomic>
+#include <cstdio>
+#include <exception>
+#include <unordered_map>
+
+namespace aoti_debug_printer {
+namespace {
+
+// Per thread, so that several threads running one model each get their own
+// run, launch and call indices.
+struct ThreadState {
+  int64_t run = -1;
+  int64_t launch = -1;
+  int64_t call = -1;
+  std::unordered_map<std::string, int64_t> calls;
+};
+thread_local ThreadState state;
+std::atomic<int64_t> next_run{0};
+
+// The first save failure is reported in full; later ones are counted and
+// summed up once when the process exits, so a full disk gives one error,
+// not thousands.
+struct SaveFailures {
+  std::atomic<int64_t> count{0};
+  ~SaveFailures() {
+    const int64_t n = count.load();
+    if (n > 1) report_error(std::to_string(n) + " snapshots in all could not be saved");
+  }
+} failures;
+
+template <typename F>
+void saving(F&& save) {
+  try {
+    save();
+  } catch (const std::exception& e) {
+    if (failures.count.fetch_add(1) == 0) {
+      report_error(std::string(e.what()) +
+                   "; the model keeps running, and further save failures are only counted");
+    }
+  }
+}
+
+template <typename F>
+void guarded(const char* function, F&& body) noexcept {
+  try {
+    body();
+  } catch (const c10::Error& e) {
+    report_error(std::string(function) + ": " + e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    report_error(std::string(function) + ": " + e.what());
+  } catch (...) {
+    report_error(std::string(function) + ": unknown exception");
+  }
+}
+
+const char* or_empty(const char* s) {
+  return s ? s : "";
+}
+
+} // namespace
+
+std::string phase_name(int32_t phase) {
+  switch (phase) {
+    case AOTI_DEBUG_PRINTER_BEFORE_LAUNCH: return "before_launch";
+    case AOTI_DEBUG_PRINTER_AFTER_LAUNCH: return "after_launch";
+    case AOTI_DEBUG_PRINTER_MODEL_INPUT: return "model_input";
+    default: return "phase" + std::to_string(phase);
+  }
+}
+
+void begin_run() {
+  state.run = next_run.fetch_add(1);
+  state.launch = -1;
+  state.call = -1;
+  state.calls.clear();
+}
+
+void launch(int32_t phase, const std::string& kernel, bool announce) {
+  if (phase == AOTI_DEBUG_PRINTER_BEFORE_LAUNCH) {
+    ++state.launch;
+    state.call = state.calls[kernel]++;
+  }
+  if (announce) {
+    emit(format_launch(where_now(phase, kernel, ""), current_settings().format == Format::Jsonl));
+  }
+}
+
+Where where_now(int32_t phase, const std::string& kernel, const std::string& arg) {
+  Where w;
+  w.phase = phase_name(phase);
+  w.kernel = kernel;
+  w.arg = arg;
+  w.run = state.run;
+  if (phase != AOTI_DEBUG_PRINTER_MODEL_INPUT) {
+    w.launch = state.launch;
+    w.call = state.call;
+  }
+  return w;
+}
+
+void record_tensor(int32_t action, const Where& where, const at::Tensor* t) {
+  const Settings settings = current_settings();
+  const bool json = settings.format == Format::Jsonl;
+  if (t == nullptr || !t->defined()) {
+    const TensorRecord r = describe_problem(where, t ? "undefined tensor" : "null tensor handle");
+    emit(json ? format_json(r) + "\n" : format_text(r));
+    return;
+  }
+  const at::Tensor host = to_host(*t);
+  if (action == AOTI_DEBUG_PRINTER_SAVE) {
+    const TensorRecord r = describe(where, *t, host, /*max_values=*/0);
+    saving([&] { save_snapshot(settings.dump_dir, r, host); });
+    return;
+  }
+  const TensorRecord r = describe(where, *t, host, settings.max_values);
+  emit(json ? format_json(r) + "\n" : format_text(r));
+}
+
+void record_scalar(int32_t action, const Where& where, const char* type, const std::string& value) {
+  const Settings settings = current_settings();
+  if (action == AOTI_DEBUG_PRINTER_SAVE) {
+    // No file to hold a scalar: its manifest line carries the value.
+    saving([&] { append_to_manifest(settings.dump_dir, format_scalar(where, type, value, true)); });
+    return;
+  }
+  emit(format_scalar(where, type, value, settings.format == Format::Jsonl));
+}
+
+int64_t save_failures() {
+  return failures.count.load();
+}
+
+} // namespace aoti_debug_printer
+
+using namespace aoti_debug_printer;
+
+namespace {
+const at::Tensor* tensor_of(AtenTensorHandle h) {
+  return h ? torch::aot_inductor::tensor_handle_to_tensor_pointer(h) : nullptr;
+}
+
+std::string float_text(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+} // namespace
+
+extern "C" {
+
+void aoti_debug_printer_begin_run(void) {
+  guarded(__func__, [] { begin_run(); });
+}
+
+void aoti_debug_printer_launch(int32_t phase, const char* kernel, int32_t announce) {
+  guarded(__func__, [&] { launch(phase, or_empty(kernel), announce != 0); });
+}
+
+void aoti_debug_printer_tensor(int32_t action, int32_t phase, const char* kernel,
+                               const char* arg, AtenTensorHandle tensor) {
+  guarded(__func__, [&] {
+    record_tensor(action, where_now(phase, or_empty(kernel), or_empty(arg)), tensor_of(tensor));
+  });
+}
+
+void aoti_debug_printer_int64(int32_t action, int32_t phase, const char* kernel, const char* arg,
+                              int64_t value) {
+  guarded(__func__, [&] {
+    record_scalar(action, where_now(phase, or_empty(kernel), or_empty(arg)), "int64",
+                  std::to_string(value));
+  });
+}
+
+void aoti_debug_printer_float64(int32_t action, int32_t phase, const char* kernel,
+                                const char* arg, double value) {
+  guarded(__func__, [&] {
+    record_scalar(action, where_now(phase, or_empty(kernel), or_empty(arg)), "float64",
+                  float_text(value));
+  });
+}
+
+void aoti_debug_printer_bool(int32_t action, int32_t phase, const char* kernel, const char* arg,
+                             int32_t value) {
+  guarded(__func__, [&] {
+    record_scalar(action, where_now(phase, or_empty(kernel), or_empty(arg)), "bool",
+                  value ? "true" : "false");
+  });
+}
+
+int32_t aoti_debug_printer_set_option(const char* key, const char* value) {
+  int32_t rc = 1;
+  guarded(__func__, [&] {
+    set_option(or_empty(key), or_empty(value));
+    rc = 0;
+  });
+  return rc;
+}
+
+const aoti_debug_printer_api* aoti_debug_printer_get_api(uint32_t abi_version) {
+  static const aoti_debug_printer_api api = {
+      AOTI_DEBUG_PRINTER_ABI_VERSION,
+      sizeof(aoti_debug_printer_api),
+      &aoti_debug_printer_begin_run,
+      &aoti_debug_printer_launch,
+      &aoti_debug_printer_tensor,
+      &aoti_debug_printer_int64,
+      &aoti_debug_printer_float64,
+      &aoti_debug_printer_bool,
+  };
+  return abi_version == AOTI_DEBUG_PRINTER_ABI_VERSION ? &api : nullptr;
+}
+
+void aoti_torch_print_tensor_handle(AtenTensorHandle self, const char* msg) {
+  guarded(__func__, [&] {
+    Where w;
+    w.phase = or_empty(msg);
+    record_tensor(AOTI_DEBUG_PRINTER_PRINT, w, tensor_of(self));
+  });
+}
+
+void aoti_torch_save_tensor_handle(AtenTensorHandle self, const char* tensor_name,
+                                   const char* launch_prefix, const char* kernel_name) {
+  guarded(__func__, [&] {
+    Where w = where_now(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, or_empty(kernel_name), or_empty(tensor_name));
+    w.phase = or_empty(launch_prefix);
+    record_tensor(AOTI_DEBUG_PRINTER_SAVE, w, tensor_of(self));
+  });
+}
+
+} // extern "C"

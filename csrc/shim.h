@@ -1,0 +1,29 @@
+// The C++ side of the C ABI, shared by the exported functions and the Python
+// bindings so that both paths run the same code.
+#pragma once
+
+#include "record.h"
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <string>
+
+namespace aoti_debug_printer {
+
+void begin_run();
+void launch(int32_t phase, const std::string& kernel, bool announce);
+
+// The Where of a record taken now on this thread.
+Where where_now(int32_t phase, const std::string& kernel, const std::string& arg);
+std::string phase_name(int32_t phase);
+
+// `t == nullptr` stands for a null handle. `action` is AOTI_DEBUG_PRINTER_SAVE
+// or AOTI_DEBUG_PRINTER_PRINT. Save failures are reported, never thrown.
+void record_tensor(int32_t action, const Where& where, const at::Tensor* t);
+void record_scalar(int32_t action, const Where& where, const char* type, const std::string& value);
+
+// Number of snapshots that could not be saved since the process started.
+int64_t save_failures();
+
+} // namespace aoti_debug_printer

@@ -1,0 +1,43 @@
+// Fused per-tensor statistics: one pass over the elements, no float copy.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Scalar.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace aoti_debug_printer {
+
+struct TensorStats {
+  int64_t numel = 0;
+  // Elements that are neither NaN nor infinite; min..absmax cover only these.
+  int64_t finite = 0;
+  int64_t nan = 0;
+  int64_t pos_inf = 0;
+  int64_t neg_inf = 0;
+  int64_t zeros = 0;
+  // Exact in the tensor's own type (int64 and uint64 do not round through
+  // double). Empty when there is no finite element.
+  std::optional<c10::Scalar> min;
+  std::optional<c10::Scalar> max;
+  double mean = 0;
+  // Sample standard deviation (correction 1, as torch.std); NaN below two
+  // finite elements.
+  double std = 0;
+  double absmax = 0;
+  // Complex tensors: every statistic is of the modulus |z|; an element with
+  // an infinite part counts as +Inf, one with a NaN part (and no infinite
+  // part) as NaN, and a zero is 0+0j.
+  bool of_modulus = false;
+  // Set when the dtype or layout has no statistics (quantized, sparse, ...);
+  // the record then carries metadata only.
+  std::string unsupported;
+};
+
+// `host` must be a CPU tensor. Uses TensorIterator, so any strides work,
+// including zero strides, and at::parallel_for for large tensors.
+TensorStats compute_stats(const at::Tensor& host);
+
+} // namespace aoti_debug_printer

@@ -1,0 +1,79 @@
+"""aoti-debug-printer: kernel-by-kernel tensor records for AOTInductor models.
+
+Installed with pip, it switches itself on through torch's backend
+entry point, so an unchanged script only needs
+AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER=1/2/3. This module is the
+public surface; importing it does not import Inductor or the C++ shim.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from ._install import install, is_installed, uninstall
+
+__all__ = [
+    "install",
+    "uninstall",
+    "is_installed",
+    "enabled",
+    "stats",
+    "set_option",
+    "get_option",
+    "library_path",
+]
+
+
+@contextlib.contextmanager
+def enabled(level: int | str | None = None, kernels: str | None = None) -> Iterator[None]:
+    """Install for the duration of a block, optionally at a level and with a
+    kernel filter (both restored afterwards).
+
+        with aoti_debug_printer.enabled(level=2, kernels="cpp_fused_*"):
+            torch._inductor.aoti_compile_and_package(ep)
+    """
+    from torch._inductor import config
+
+    was_installed = is_installed()
+    patch: dict[str, Any] = {}
+    if level is not None:
+        patch["aot_inductor.debug_intermediate_value_printer"] = str(level)
+    if kernels is not None:
+        patch["aot_inductor.filtered_kernel_names"] = kernels
+    install()
+    try:
+        with config.patch(patch):
+            yield
+    finally:
+        if not was_installed:
+            uninstall()
+
+
+def _shim():
+    import torch  # noqa: F401  - the shim's Python module needs torch loaded first
+
+    from . import _C
+
+    return _C
+
+
+def stats(tensor) -> dict[str, Any]:
+    """The shim's fused statistics of one tensor, as a dict."""
+    return _shim().stats(tensor)
+
+
+def set_option(key: str, value: Any) -> None:
+    """Change a run-time setting of the shim: output, format, dump_dir or
+    max_values (see README). Raises ValueError on a bad key or value."""
+    _shim().set_option(key, str(value))
+
+
+def get_option(key: str) -> str:
+    return _shim().get_option(key)
+
+
+def library_path() -> str:
+    """Absolute path of libaoti_debug_printer.so, which compiled models load."""
+    return _shim().library_path()

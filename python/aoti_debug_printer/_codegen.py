@@ -1,0 +1,274 @@
+"""Our DebugPrinterManager: the code Inductor's wrappers emit around kernels.
+
+It mirrors torch/_inductor/codegen/debug_utils.py (levels, set_printer_args,
+the context-manager protocol, codegen_model_inputs_value_print), so Inductor
+drives it exactly as it drives upstream's, but every call it emits goes to
+our shim: in the C++ wrapper through the table that `aoti_debug_printer.h`
+loads, in the Python (JIT) wrapper through `aoti_debug_printer._C`.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from enum import Enum
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ._filter import KernelFilter
+
+log = logging.getLogger(__name__)
+
+_PACKAGE_DIR = Path(__file__).resolve().parent
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_NOT_VARIABLES = frozenset({"nullptr", "true", "false", "None", "True", "False", "kernels"})
+# How the Python wrapper refers to our module.
+_PY_MODULE = "_aoti_debug_printer"
+
+# Values of the C enums in aoti_debug_printer.h.
+SAVE, PRINT = 1, 2
+BEFORE_LAUNCH, AFTER_LAUNCH, MODEL_INPUT = 0, 1, 2
+
+
+class IntermediateValueDebuggingLevel(Enum):
+    """Upstream's levels, with upstream's names and string values."""
+
+    OFF = "0"
+    SAVE_ONLY = "1"
+    PRINT_ONLY = "2"
+    PRINT_KERNEL_NAMES_ONLY = "3"
+
+
+@cache
+def _cpp_preamble() -> str:
+    # The installed header is the single definition of the ABI; the generated
+    # wrapper gets its text, so no include path has to reach this package.
+    header = (_PACKAGE_DIR / "aoti_debug_printer.h").read_text()
+    from . import _C
+
+    return (
+        "\n// aoti-debug-printer: records around every kernel (see README).\n"
+        f"{header}\n"
+        "#ifndef AOTI_DEBUG_PRINTER_API\n"
+        f"#define AOTI_DEBUG_PRINTER_API aoti_debug_printer::load_api({_c_string(_C.library_path())})\n"
+        "#endif\n"
+    )
+
+
+def _c_string(s: str) -> str:
+    out = []
+    for ch in s:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif " " <= ch <= "~":
+            out.append(ch)
+        else:
+            out.append("".join(f"\\{b:03o}" for b in ch.encode()))
+    return '"' + "".join(out) + '"'
+
+
+def _variables(args: list[Any], keep=lambda name: True) -> list[str]:
+    """Arguments that name a variable in scope; literals and expressions
+    (casts, reinterpret_tensor(...), 1L) have nothing worth a record."""
+    return [
+        a for a in args
+        if isinstance(a, str) and _IDENTIFIER.match(a) and a not in _NOT_VARIABLES and keep(a)
+    ]
+
+
+def _is_buffer_or_input(name: str) -> bool:
+    from torch._inductor.virtualized import V
+
+    graph = V.graph
+    return (
+        name.startswith(("buf", "arg"))
+        or name in getattr(graph, "graph_inputs", {})
+        or name in getattr(graph, "constants", {})
+    )
+
+
+class DebugPrinterManager:
+    def __init__(
+        self,
+        debug_printer_level,
+        use_array_ref: bool,
+        writeline=None,
+        args_to_print_or_save: list[str] | None = None,
+        kernel_name: str = "",
+        kernel=None,
+        arg_signatures: list[type] | None = None,
+        kernel_type=None,
+    ):
+        from torch._inductor import config
+
+        self.debug_printer_level = IntermediateValueDebuggingLevel(str(debug_printer_level))
+        self.use_array_ref = use_array_ref
+        self.args_to_print_or_save = args_to_print_or_save or []
+        self.kernel_name = kernel_name
+        self.kernel = kernel
+        self.arg_signatures = arg_signatures
+        self.kernel_type = kernel_type
+        self.kernel_filter = KernelFilter.parse(config.aot_inductor.filtered_kernel_names)
+        self._skip_kernel = False
+        self._preamble_written = False
+        self._run_started = False
+
+    # -- the protocol Inductor's wrappers use --------------------------------
+
+    def set_printer_args(
+        self,
+        args_to_print_or_save: list[str],
+        kernel_name: str,
+        arg_signatures: list[type] | None,
+        kernel,
+        kernel_type=None,
+    ) -> None:
+        from torch._inductor.codegen.multi_kernel import MultiKernel
+
+        # Upstream turns itself off for good at the first MultiKernel; we only
+        # skip that one kernel, whose argument list is not the callee's.
+        self._skip_kernel = isinstance(kernel, MultiKernel)
+        if self._skip_kernel:
+            log.info("aoti-debug-printer: MultiKernel %s has no records", kernel_name)
+        self.kernel_type = kernel_type
+        self.kernel_name = str(kernel_name)
+        self.arg_signatures = arg_signatures
+        self.kernel = kernel
+        if kernel_type in ("extern", "cpp"):
+            # Only buffers, inputs and constants: extern argument lists also
+            # carry options and output pointers.
+            names = _variables(args_to_print_or_save, _is_buffer_or_input)
+        else:
+            names = _variables(args_to_print_or_save)
+        if kernel_type == "cpp" and self.use_array_ref:
+            names = [f"copy_arrayref_tensor_to_tensor({n})" if n.startswith(("buf", "arg")) else n
+                     for n in names]
+        self.args_to_print_or_save = names
+
+    def __enter__(self):
+        self._perform_debug_print_or_save_helper(
+            self.args_to_print_or_save, self.kernel_name, before_launch=True,
+            arg_signatures=self.arg_signatures)
+
+    def __exit__(self, *exc_info):
+        self._perform_debug_print_or_save_helper(
+            self.args_to_print_or_save, self.kernel_name, before_launch=False,
+            arg_signatures=self.arg_signatures)
+
+    def _perform_debug_print_or_save_helper(
+        self, args_to_print_or_save, kernel_name, before_launch, arg_signatures=None
+    ) -> None:
+        level = self.debug_printer_level
+        if level is IntermediateValueDebuggingLevel.OFF or self._skip_kernel:
+            return
+        selected = self.kernel_filter(kernel_name)
+        phase = BEFORE_LAUNCH if before_launch else AFTER_LAUNCH
+        announce = selected and level is IntermediateValueDebuggingLevel.PRINT_KERNEL_NAMES_ONLY
+        # Every kernel advances the launch index, selected or not, so indices
+        # do not depend on the filter; only level 3 needs the after event.
+        if before_launch or announce:
+            self._emit_launch(phase, kernel_name, announce)
+        if not selected:
+            return
+        if level is IntermediateValueDebuggingLevel.SAVE_ONLY:
+            self.codegen_intermediate_tensor_value_save(
+                args_to_print_or_save, kernel_name, before_launch, arg_signatures)
+        elif level is IntermediateValueDebuggingLevel.PRINT_ONLY:
+            self.codegen_intermediate_tensor_value_print(
+                args_to_print_or_save, kernel_name, before_launch, arg_signatures)
+
+    def codegen_model_inputs_value_print(self, input_args_to_print: list[str]) -> None:
+        """Called by the C++ wrapper once, where the inputs are unpacked: the
+        start of a run. Levels 1 and 2 also record the inputs themselves."""
+        from torch._inductor.virtualized import V
+
+        if self.debug_printer_level is IntermediateValueDebuggingLevel.OFF:
+            return
+        self._write_preamble()
+        self._run_started = True
+        for line in self._run_start_lines(input_args_to_print):
+            V.graph.wrapper_code.prefix.writeline(line)
+
+    def codegen_intermediate_tensor_value_save(
+        self, args_to_save, kernel_name, before_launch=True, arg_signatures=None
+    ) -> None:
+        phase = BEFORE_LAUNCH if before_launch else AFTER_LAUNCH
+        for arg in args_to_save:
+            self._writeline(self._record(SAVE, phase, kernel_name, arg))
+
+    def codegen_intermediate_tensor_value_print(
+        self, args_to_print, kernel_name, before_launch=True, arg_signatures=None
+    ) -> None:
+        phase = BEFORE_LAUNCH if before_launch else AFTER_LAUNCH
+        for arg in args_to_print:
+            self._writeline(self._record(PRINT, phase, kernel_name, arg))
+
+    # -- emitted code ----------------------------------------------------------
+
+    @staticmethod
+    def _cpp() -> bool:
+        from torch._inductor.virtualized import V
+
+        return bool(V.graph.cpp_wrapper)
+
+    def _action(self) -> int | None:
+        return {
+            IntermediateValueDebuggingLevel.SAVE_ONLY: SAVE,
+            IntermediateValueDebuggingLevel.PRINT_ONLY: PRINT,
+        }.get(self.debug_printer_level)
+
+    def _record(self, action: int, phase: int, kernel: str, arg: str) -> str:
+        # The recorded name drops copy_arrayref_tensor_to_tensor(...).
+        label = re.sub(r"^copy_arrayref_tensor_to_tensor\((.*)\)$", r"\1", arg)
+        if self._cpp():
+            return (f"aoti_debug_printer::value(AOTI_DEBUG_PRINTER_API, {action}, {phase}, "
+                    f"{_c_string(kernel)}, {_c_string(label)}, {arg});")
+        return f"{_PY_MODULE}.record({action}, {phase}, {kernel!r}, {label!r}, {arg})"
+
+    def _emit_launch(self, phase: int, kernel: str, announce: bool) -> None:
+        if self._cpp():
+            self._writeline(
+                f"if (auto* aoti_debug_printer_api_ = AOTI_DEBUG_PRINTER_API) "
+                f"aoti_debug_printer_api_->launch({phase}, {_c_string(kernel)}, {int(announce)});")
+        else:
+            self._writeline(f"{_PY_MODULE}.launch({phase}, {kernel!r}, {announce})")
+
+    def _run_start_lines(self, inputs: list[str]) -> list[str]:
+        action = self._action()
+        if self._cpp():
+            lines = ["if (auto* aoti_debug_printer_api_ = AOTI_DEBUG_PRINTER_API) "
+                     "aoti_debug_printer_api_->begin_run();"]
+        else:
+            lines = [f"{_PY_MODULE}.begin_run()"]
+        if action is not None:
+            lines += [self._record(action, MODEL_INPUT, "", name) for name in inputs]
+        return lines
+
+    def _write_preamble(self) -> None:
+        from torch._inductor.virtualized import V
+
+        if self._preamble_written:
+            return
+        self._preamble_written = True
+        wrapper = V.graph.wrapper_code
+        if self._cpp():
+            wrapper.header.splice(_cpp_preamble())
+        else:
+            wrapper.header.writeline(f"import aoti_debug_printer._C as {_PY_MODULE}")
+
+    def _writeline(self, line: str) -> None:
+        from torch._inductor.virtualized import V
+
+        self._write_preamble()
+        wrapper = V.graph.wrapper_code
+        if not self._cpp() and not self._run_started:
+            # The Python wrapper has no input-unpacking hook: the run starts
+            # at the top of the body, where the inputs are already unpacked.
+            self._run_started = True
+            inputs = [n for n in V.graph.graph_input_names if _IDENTIFIER.match(n)]
+            for i, start in enumerate(self._run_start_lines(inputs)):
+                wrapper.lines.insert(i, start)
+        wrapper.writeline(line)
