@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
@@ -132,9 +133,16 @@ std::string save_snapshot(const std::string& dir, const TensorRecord& record,
   const std::vector<char> bytes = torch::jit::pickle_save(value);
 
   const Where& w = record.where;
-  const std::string stem = "run" + std::to_string(w.run) + "-launch" + std::to_string(w.launch) +
-                           "-" + phase_tag(w.phase) + "-" + safe_name_part(w.kernel) + "-" +
-                           safe_name_part(w.arg) + "-call" + std::to_string(w.call);
+  // Sorting the names sorts by run and launch; the call index tells apart
+  // two calls of one kernel, publish() the same snapshot taken again.
+  char launch[32];
+  std::snprintf(launch, sizeof launch, "%05lld", static_cast<long long>(w.launch));
+  const std::string stem =
+      "run" + std::to_string(w.run) +
+      (w.launch < 0 ? "-" + phase_tag(w.phase) + "-" + safe_name_part(w.arg)
+                    : "-launch" + std::string(launch) + "-" + phase_tag(w.phase) + "-" +
+                          safe_name_part(w.kernel) + "-" + safe_name_part(w.arg) + "-call" +
+                          std::to_string(w.call));
   const std::string name = publish(dir, stem, bytes);
   append_line(dir + "/manifest.jsonl",
               format_json(record, ", \"file\": " + json_string(name)) + "\n");

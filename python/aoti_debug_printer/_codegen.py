@@ -265,10 +265,20 @@ class DebugPrinterManager:
         self._write_preamble()
         wrapper = V.graph.wrapper_code
         if not self._cpp() and not self._run_started:
-            # The Python wrapper has no input-unpacking hook: the run starts
-            # at the top of the body, where the inputs are already unpacked.
-            self._run_started = True
-            inputs = [n for n in V.graph.graph_input_names if _IDENTIFIER.match(n)]
-            for i, start in enumerate(self._run_start_lines(inputs)):
-                wrapper.lines.insert(i, start)
+            self._start_python_run(wrapper)
         wrapper.writeline(line)
+
+    def _start_python_run(self, wrapper) -> None:
+        """The Python wrapper has no input-unpacking hook: the run starts at
+        the end of its prefix, where the inputs are unpacked. (Never insert
+        into wrapper.lines: Inductor may be iterating over it right now.)"""
+        from torch._inductor import config
+        from torch._inductor.virtualized import V
+
+        self._run_started = True
+        inputs = [n for n in getattr(V.graph, "graph_input_names", []) if _IDENTIFIER.match(n)]
+        # The prefix's body indent, as write_launcher_fn_call_get_indent sets it.
+        indent = 2 if getattr(config, "graph_partition", False) else 1
+        with wrapper.prefix.indent(indent):
+            for start in self._run_start_lines(inputs):
+                wrapper.prefix.writeline(start)

@@ -54,6 +54,40 @@ def _patch(module: ModuleType) -> None:
     if current is not DebugPrinterManager:
         _originals.setdefault(module.__name__, current)
         setattr(module, _NAME, DebugPrinterManager)
+    if module.__name__ == _TARGETS[1]:
+        _wrap_python_cpu_kernel_calls(module)
+
+
+_CPU_CALLS = "_generate_kernel_call_helper"
+
+
+def _wrap_python_cpu_kernel_calls(module: ModuleType) -> None:
+    """Upstream's Python wrapper writes C++ kernel calls (CPU, JIT) without
+    consulting the printer; wrap that one branch so JIT on CPU has records."""
+    cls = getattr(module, "PythonWrapperCodegen", None)
+    original = getattr(cls, _CPU_CALLS, None) if cls is not None else None
+    if original is None:
+        log.warning("aoti-debug-printer: torch %s has no PythonWrapperCodegen.%s; "
+                    "C++ kernels in the JIT Python wrapper get no records", _torch_version(),
+                    _CPU_CALLS)
+        return
+    if getattr(original, "_aoti_debug_printer", False):
+        return
+
+    def generate_kernel_call_helper(self, kernel_name, call_args, *args, **kwargs):
+        from torch._inductor.virtualized import V
+
+        device = kwargs.get("device") or V.graph.get_current_device_or_throw()
+        if kwargs.get("triton", True) or device.type != "cpu" or V.graph.cpp_wrapper:
+            return original(self, kernel_name, call_args, *args, **kwargs)
+        printer = self.debug_printer
+        printer.set_printer_args(list(call_args), kernel_name, None, None, "cpp")
+        with printer:
+            return original(self, kernel_name, call_args, *args, **kwargs)
+
+    generate_kernel_call_helper._aoti_debug_printer = True  # type: ignore[attr-defined]
+    _originals[f"{module.__name__}.PythonWrapperCodegen.{_CPU_CALLS}"] = original
+    setattr(cls, _CPU_CALLS, generate_kernel_call_helper)
 
 
 class _PatchingLoader(importlib.abc.Loader):
@@ -97,11 +131,27 @@ class _PostImportFinder(importlib.abc.MetaPathFinder):
 _finder = _PostImportFinder()
 
 
+# Inductor's cache keys know the printer level but not which printer wrote
+# the code: the tag keeps its cached code and ours apart, both ways.
+_CACHE_TAG = "aoti-debug-printer-1"
+
+
+def _set_cache_tag(on: bool) -> None:
+    try:
+        from torch.compiler import config as compiler_config
+    except ImportError:  # torch without torch.compiler.config: nothing to tag
+        return
+    tags = [t for t in str(getattr(compiler_config, "cache_key_tag", "")).split("+") if t]
+    tags = [t for t in tags if t != _CACHE_TAG] + ([_CACHE_TAG] if on else [])
+    compiler_config.cache_key_tag = "+".join(tags)
+
+
 def install() -> None:
     """Route Inductor's debug printer to aoti-debug-printer (idempotent)."""
     global _installed
     with _lock:
         _installed = True
+        _set_cache_tag(True)
         if _finder not in sys.meta_path:
             sys.meta_path.insert(0, _finder)
         for name in _TARGETS:
@@ -116,9 +166,16 @@ def uninstall() -> None:
     global _installed
     with _lock:
         _installed = False
+        _set_cache_tag(False)
         if _finder in sys.meta_path:
             sys.meta_path.remove(_finder)
         for name, original in _originals.items():
+            if name.endswith(_CPU_CALLS):
+                module_name, cls_name, attr = name.rsplit(".", 2)
+                cls = getattr(sys.modules.get(module_name), cls_name, None)
+                if cls is not None:
+                    setattr(cls, attr, original)
+                continue
             module = sys.modules.get(name)
             if module is not None:
                 setattr(module, _NAME, original)
