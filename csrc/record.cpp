@@ -75,10 +75,12 @@ std::vector<std::string> flat_values(const at::Tensor& host) {
   return out;
 }
 
-std::string where_text(const Where& w) {
+// "[aoti-debug-printer] PHASE KERNEL ARG<detail> (run R, launch L, call C)"
+std::string where_text(const Where& w, const std::string& detail = "") {
   std::string head = "[aoti-debug-printer] " + w.phase;
   if (!w.kernel.empty()) head += " " + w.kernel;
   if (!w.arg.empty()) head += " " + w.arg;
+  head += detail;
   if (w.launch >= 0) {
     head += " (run " + std::to_string(w.run) + ", launch " + std::to_string(w.launch) +
             ", call " + std::to_string(w.call) + ")";
@@ -222,7 +224,7 @@ std::string format_scalar(const Where& where, const char* type, const std::strin
     return "{\"event\": \"scalar\", " + json_where(where) + ", \"type\": " + json_string(type) +
            ", \"value\": " + json_string(value) + "}\n";
   }
-  return where_text(where) + " = " + value + " (" + type + ")\n";
+  return where_text(where, " = " + value + " (" + type + ")") + "\n";
 }
 
 std::string format_launch(const Where& where, bool json) {

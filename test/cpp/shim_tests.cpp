@@ -1,0 +1,385 @@
+// Catch2 tests of the shim's C ABI, tagged by the C function they cover.
+// Records are sent to a file (set_option "output") and read back.
+#define CATCH_CONFIG_MAIN
+#include <catch2/catch.hpp>
+
+#include "aoti_debug_printer.h"
+#include "shim.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/inductor/aoti_torch/utils.h>
+#include <torch/serialize.h>
+
+#include <dlfcn.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+AtenTensorHandle handle(at::Tensor& t) {
+  return torch::aot_inductor::tensor_pointer_to_tensor_handle(&t);
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// A fresh directory, output file and dump directory for each test.
+struct Scratch {
+  fs::path dir;
+  fs::path out;
+  fs::path dump;
+  Scratch() {
+    static int n = 0;
+    dir = fs::temp_directory_path() /
+          ("adp-catch-" + std::to_string(getpid()) + "-" + std::to_string(n++));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    out = dir / "records.txt";
+    dump = dir / "dump";
+    REQUIRE(aoti_debug_printer_set_option("output", out.c_str()) == 0);
+    REQUIRE(aoti_debug_printer_set_option("dump_dir", dump.c_str()) == 0);
+    REQUIRE(aoti_debug_printer_set_option("format", "text") == 0);
+    REQUIRE(aoti_debug_printer_set_option("max_values", "64") == 0);
+  }
+  ~Scratch() {
+    aoti_debug_printer_set_option("output", "stdout");
+    fs::remove_all(dir);
+  }
+  std::string output() const { return slurp(out); }
+};
+
+std::string print_record(at::Tensor t, const char* arg = "x") {
+  Scratch s;
+  aoti_debug_printer_tensor(AOTI_DEBUG_PRINTER_PRINT, AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "k", arg,
+                            handle(t));
+  return s.output();
+}
+
+// The value of `key=` in a text record.
+std::string field(const std::string& record, const std::string& key) {
+  std::smatch m;
+  const std::regex re("(^|[\\s\\[])" + std::regex_replace(key, std::regex("\\+"), "\\+") +
+                      "=([^\\s]+)");
+  REQUIRE(std::regex_search(record, m, re));
+  return m[2];
+}
+
+} // namespace
+
+TEST_CASE("every dtype prints its statistics", "[aoti_debug_printer_tensor]") {
+  const std::vector<at::ScalarType> dtypes = {
+      at::kBool, at::kByte, at::kChar, at::kShort, at::kInt, at::kLong, at::kHalf,
+      at::kBFloat16, at::kFloat, at::kDouble, at::kFloat8_e4m3fn, at::kFloat8_e5m2,
+      at::kFloat8_e4m3fnuz, at::kFloat8_e5m2fnuz, at::kUInt16, at::kUInt32, at::kUInt64};
+  for (const auto dtype : dtypes) {
+    CAPTURE(c10::toString(dtype));
+    const at::Tensor t = at::arange(0, 6, at::kDouble).reshape({2, 3}).to(dtype);
+    const std::string r = print_record(t);
+    CHECK(field(r, "dtype") == std::string(c10::getDtypeNames(dtype).first));
+    CHECK(field(r, "numel") == "6");
+    CHECK(field(r, "shape") == "[2,");
+    if (dtype == at::kBool) {
+      CHECK(field(r, "min") == "0");
+      CHECK(field(r, "max") == "1");
+      CHECK(field(r, "zeros") == "1");
+    } else {
+      CHECK(field(r, "min") == "0");
+      CHECK(field(r, "max") == "5");
+      CHECK(field(r, "mean") == "2.5");
+      CHECK(std::stod(field(r, "std")) == Approx(1.870829).epsilon(1e-5));
+      CHECK(field(r, "zeros") == "1");
+    }
+    CHECK(r.find("values=[") != std::string::npos);
+  }
+}
+
+TEST_CASE("int64 and uint64 extremes stay exact", "[aoti_debug_printer_tensor]") {
+  const int64_t big = (int64_t{1} << 62) + 1;
+  const std::string r = print_record(at::tensor({-big, big}, at::kLong));
+  CHECK(field(r, "min") == std::to_string(-big));
+  CHECK(field(r, "max") == std::to_string(big));
+  const std::string u = print_record(at::full({1}, -1, at::kLong).to(at::kUInt64));
+  CHECK(field(u, "max") == "18446744073709551615");
+}
+
+TEST_CASE("NaN and infinities are counted, statistics cover finite values",
+          "[aoti_debug_printer_tensor]") {
+  const double inf = INFINITY, nan = NAN;
+  for (const auto dtype : {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}) {
+    CAPTURE(c10::toString(dtype));
+    const at::Tensor t = at::tensor({1.0, nan, inf, -inf, -inf, 0.0, 3.0}, at::kDouble).to(dtype);
+    const std::string r = print_record(t);
+    CHECK(field(r, "nan") == "1");
+    CHECK(field(r, "+inf") == "1");
+    CHECK(field(r, "-inf") == "2");
+    CHECK(field(r, "finite") == "3");
+    CHECK(field(r, "zeros") == "1");
+    CHECK(field(r, "min") == "0");
+    CHECK(field(r, "max") == "3");
+    CHECK(field(r, "absmax") == "3");
+    CHECK(r.find("values=[1, nan, inf, -inf, -inf, 0, 3]") != std::string::npos);
+  }
+  const std::string all_nan = print_record(at::full({3}, nan));
+  CHECK(all_nan.find("no finite values") != std::string::npos);
+}
+
+TEST_CASE("complex statistics are of the modulus", "[aoti_debug_printer_tensor]") {
+  const at::Tensor t = at::complex(at::tensor({3.0, 0.0, INFINITY}), at::tensor({4.0, 0.0, 1.0}));
+  for (const auto dtype : {at::kComplexFloat, at::kComplexDouble, at::kComplexHalf}) {
+    CAPTURE(c10::toString(dtype));
+    const std::string r = print_record(t.to(dtype));
+    CHECK(r.find("|z| min=0 max=5") != std::string::npos);
+    CHECK(field(r, "+inf") == "1");
+    CHECK(field(r, "zeros") == "1");
+    CHECK(r.find("values=[3+4j, 0+0j, inf+1j]") != std::string::npos);
+  }
+}
+
+TEST_CASE("layouts: non-contiguous, expanded, empty, 0-dim", "[aoti_debug_printer_tensor]") {
+  const at::Tensor base = at::arange(12, at::kFloat).reshape({3, 4});
+  SECTION("transposed view") {
+    const std::string r = print_record(base.t());
+    CHECK(field(r, "contiguous") == "false");
+    CHECK(field(r, "stride") == "[1,");
+    CHECK(field(r, "mean") == "5.5");
+    CHECK(r.find("values=[0, 4, 8, 1,") != std::string::npos);
+  }
+  SECTION("zero-stride expand") {
+    const std::string r = print_record(at::tensor({2.0f}).expand({1000, 1000}));
+    CHECK(field(r, "numel") == "1000000");
+    CHECK(field(r, "stride") == "[0,");
+    CHECK(field(r, "finite") == "1000000");
+    CHECK(field(r, "mean") == "2");
+    CHECK(field(r, "std") == "0");
+  }
+  SECTION("empty") {
+    const std::string r = print_record(at::empty({0, 3}));
+    CHECK(field(r, "numel") == "0");
+    CHECK(r.find("no finite values") != std::string::npos);
+  }
+  SECTION("0-dim") {
+    const std::string r = print_record(at::scalar_tensor(-7.5));
+    CHECK(field(r, "shape") == "[]");
+    CHECK(field(r, "min") == "-7.5");
+    CHECK(field(r, "std") == "nan");
+  }
+  SECTION("large, parallel chunks agree with ATen") {
+    const at::Tensor big = at::randn({3, 1 << 20}, at::kFloat).slice(1, 0, -1, 3);
+    const std::string r = print_record(big);
+    CHECK(std::stod(field(r, "mean")) == Approx(big.mean().item<double>()).margin(1e-6));
+    CHECK(std::stod(field(r, "std")) == Approx(big.std().item<double>()).epsilon(1e-5));
+    CHECK(std::stod(field(r, "max")) == Approx(big.max().item<double>()));
+    CHECK(r.find("values=") == std::string::npos);
+  }
+}
+
+TEST_CASE("values threshold is configurable", "[aoti_debug_printer_set_option]") {
+  Scratch s;
+  REQUIRE(aoti_debug_printer_set_option("max_values", "2") == 0);
+  at::Tensor t = at::ones({3});
+  aoti_debug_printer_tensor(AOTI_DEBUG_PRINTER_PRINT, 0, "k", "x", handle(t));
+  CHECK(s.output().find("values=") == std::string::npos);
+  CHECK(aoti_debug_printer_set_option("max_values", "-1") != 0);
+  CHECK(aoti_debug_printer_set_option("format", "xml") != 0);
+  CHECK(aoti_debug_printer_set_option("no_such_key", "1") != 0);
+  CHECK(aoti_debug_printer_set_option(nullptr, nullptr) != 0);
+}
+
+TEST_CASE("jsonl format", "[aoti_debug_printer_set_option]") {
+  Scratch s;
+  REQUIRE(aoti_debug_printer_set_option("format", "jsonl") == 0);
+  at::Tensor t = at::tensor({1.0f, NAN});
+  aoti_debug_printer_tensor(AOTI_DEBUG_PRINTER_PRINT, 1, "k\"q", "x", handle(t));
+  const std::string out = s.output();
+  CHECK(out.find("\"event\": \"tensor\"") == 1);
+  CHECK(out.find("\"kernel\": \"k\\\"q\"") != std::string::npos);
+  CHECK(out.find("\"phase\": \"after_launch\"") != std::string::npos);
+  CHECK(out.find("\"nan\": 1") != std::string::npos);
+  CHECK(out.find("\"values\": [\"1\", \"nan\"]") != std::string::npos);
+  CHECK(std::count(out.begin(), out.end(), '\n') == 1);
+}
+
+TEST_CASE("null and undefined handles print a clear line", "[aoti_debug_printer_tensor]") {
+  Scratch s;
+  aoti_debug_printer_tensor(AOTI_DEBUG_PRINTER_PRINT, 0, "k", "x", nullptr);
+  at::Tensor undefined;
+  aoti_debug_printer_tensor(AOTI_DEBUG_PRINTER_PRINT, 0, "k", "y", handle(undefined));
+  aoti_debug_printer_tensor(AOTI_DEBUG_PRINTER_SAVE, 0, nullptr, nullptr, nullptr);
+  const std::string out = s.output();
+  CHECK(out.find("k x") != std::string::npos);
+  CHECK(out.find("null tensor handle") != std::string::npos);
+  CHECK(out.find("undefined tensor") != std::string::npos);
+}
+
+TEST_CASE("upstream's print signature reaches our printer", "[aoti_torch_print_tensor_handle]") {
+  Scratch s;
+  at::Tensor t = at::ones({2});
+  aoti_torch_print_tensor_handle(handle(t), "before_launch - kern - buf0");
+  aoti_torch_print_tensor_handle(nullptr, nullptr);
+  const std::string out = s.output();
+  CHECK(out.find("[aoti-debug-printer] before_launch - kern - buf0") == 0);
+  CHECK(out.find("null tensor handle") != std::string::npos);
+}
+
+TEST_CASE("saved files round-trip through the pickler", "[aoti_torch_save_tensor_handle]") {
+  Scratch s;
+  for (const auto dtype : {at::kFloat, at::kBFloat16, at::kLong, at::kBool, at::kComplexFloat,
+                           at::kFloat8_e4m3fn}) {
+    CAPTURE(c10::toString(dtype));
+    at::Tensor t = at::arange(6, at::kFloat).reshape({2, 3}).to(dtype);
+    at::Tensor view = t.t();
+    aoti_torch_save_tensor_handle(handle(view), "buf:0", "after_launch", "kern");
+  }
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(s.dump)) {
+    if (e.path().extension() == ".pt") files.push_back(e.path());
+  }
+  REQUIRE(files.size() == 6);
+  for (const auto& f : files) {
+    CHECK(f.filename().string().find(':') == std::string::npos);
+    const std::string bytes = slurp(f);
+    const at::Tensor back =
+        torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end())).toTensor();
+    CHECK(back.sizes() == at::IntArrayRef({3, 2}));
+    const at::Tensor expected = at::arange(6, at::kFloat).reshape({2, 3}).to(back.scalar_type()).t();
+    CHECK(at::equal(back.to(at::kDouble), expected.to(at::kDouble)));
+  }
+  const std::string manifest = slurp(s.dump / "manifest.jsonl");
+  CHECK(std::count(manifest.begin(), manifest.end(), '\n') == 6);
+  CHECK(manifest.find("\"arg\": \"buf:0\"") != std::string::npos);
+  CHECK(manifest.find("\"file\": \"") != std::string::npos);
+}
+
+TEST_CASE("snapshots are never overwritten and names cannot escape",
+          "[aoti_debug_printer_tensor]") {
+  Scratch s;
+  at::Tensor t = at::ones({2});
+  for (int i = 0; i < 3; ++i) {
+    aoti_debug_printer_tensor(AOTI_DEBUG_PRINTER_SAVE, 0, "../../../etc/passwd", "..", handle(t));
+  }
+  int count = 0;
+  for (const auto& e : fs::recursive_directory_iterator(s.dir)) {
+    if (e.path().extension() != ".pt") continue;
+    ++count;
+    CHECK(e.path().parent_path() == s.dump);
+    CHECK(e.path().filename().string().find('/') == std::string::npos);
+  }
+  CHECK(count == 3);
+  CHECK_FALSE(fs::exists(s.dir / "etc"));
+}
+
+TEST_CASE("an unusable dump directory gives one error and no exception",
+          "[aoti_debug_printer_tensor]") {
+  Scratch s;
+  const fs::path blocker = s.dir / "not_a_dir";
+  std::ofstream(blocker) << "x";
+  REQUIRE(aoti_debug_printer_set_option("dump_dir", (blocker / "sub").c_str()) == 0);
+  const int64_t before = aoti_debug_printer::save_failures();
+  at::Tensor t = at::ones({2});
+  for (int i = 0; i < 3; ++i) {
+    aoti_debug_printer_tensor(AOTI_DEBUG_PRINTER_SAVE, 0, "k", "x", handle(t));
+  }
+  aoti_debug_printer_int64(AOTI_DEBUG_PRINTER_SAVE, 0, "k", "n", 3);
+  CHECK(aoti_debug_printer::save_failures() - before == 4);
+}
+
+TEST_CASE("scalars print in their own type's format", "[aoti_debug_printer_int64]") {
+  Scratch s;
+  aoti_debug_printer_int64(AOTI_DEBUG_PRINTER_PRINT, 0, "k", "ks0", -42);
+  aoti_debug_printer_float64(AOTI_DEBUG_PRINTER_PRINT, 0, "k", "eps", 1e-5);
+  aoti_debug_printer_bool(AOTI_DEBUG_PRINTER_PRINT, 0, "k", "flag", 1);
+  const std::string out = s.output();
+  CHECK(out.find("k ks0 = -42 (int64)") != std::string::npos);
+  CHECK(out.find("k eps = 1.0000000000000001e-05 (float64)") != std::string::npos);
+  CHECK(out.find("k flag = true (bool)") != std::string::npos);
+}
+
+TEST_CASE("runs, launches and call indices", "[aoti_debug_printer_launch]") {
+  Scratch s;
+  aoti_debug_printer_begin_run();
+  aoti_debug_printer_launch(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "a", 1);
+  aoti_debug_printer_launch(AOTI_DEBUG_PRINTER_AFTER_LAUNCH, "a", 1);
+  aoti_debug_printer_launch(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "b", 0);
+  aoti_debug_printer_launch(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "a", 1);
+  const std::string out = s.output();
+  const std::regex re("before_launch a \\(run (\\d+), launch 2, call 1\\)");
+  CHECK(std::regex_search(out, re));
+  CHECK(out.find(" b ") == std::string::npos);
+  CHECK(std::count(out.begin(), out.end(), '\n') == 3);
+}
+
+TEST_CASE("records of concurrent threads never interleave", "[aoti_debug_printer_tensor]") {
+  Scratch s;
+  constexpr int kThreads = 8, kRecords = 40;
+  std::vector<std::thread> pool;
+  for (int i = 0; i < kThreads; ++i) {
+    pool.emplace_back([i] {
+      at::Tensor t = at::full({4}, static_cast<double>(i));
+      const std::string arg = "thread" + std::to_string(i);
+      aoti_debug_printer_begin_run();
+      for (int j = 0; j < kRecords; ++j) {
+        aoti_debug_printer_launch(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "k", 0);
+        aoti_debug_printer_tensor(AOTI_DEBUG_PRINTER_PRINT, 0, "k", arg.c_str(), handle(t));
+      }
+    });
+  }
+  for (auto& t : pool) t.join();
+  // Each record is 5 lines: header, metadata, statistics, counts, values,
+  // and the values must be those of the thread the header names.
+  std::istringstream in(s.output());
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  REQUIRE(lines.size() == static_cast<size_t>(kThreads * kRecords * 5));
+  std::vector<int> last_launch(kThreads, -1);
+  const std::regex head("^\\[aoti-debug-printer\\] before_launch k thread(\\d) \\(run \\d+, launch (\\d+), call (\\d+)\\)$");
+  for (size_t i = 0; i < lines.size(); i += 5) {
+    std::smatch m;
+    REQUIRE(std::regex_match(lines[i], m, head));
+    const int thread = std::stoi(m[1]);
+    const int launch = std::stoi(m[2]);
+    CHECK(launch == last_launch[thread] + 1);
+    CHECK(m[3] == m[2]);
+    last_launch[thread] = launch;
+    CHECK(lines[i + 4] == "    values=[" + std::to_string(thread) + ", " + std::to_string(thread) +
+                              ", " + std::to_string(thread) + ", " + std::to_string(thread) + "]");
+  }
+}
+
+TEST_CASE("the ABI table and the header's loader find this library",
+          "[aoti_debug_printer_get_api]") {
+  CHECK(aoti_debug_printer_get_api(AOTI_DEBUG_PRINTER_ABI_VERSION + 1) == nullptr);
+  const aoti_debug_printer_api* api = aoti_debug_printer_get_api(AOTI_DEBUG_PRINTER_ABI_VERSION);
+  REQUIRE(api != nullptr);
+  CHECK(api->size == sizeof(aoti_debug_printer_api));
+  Dl_info info{};
+  REQUIRE(dladdr(reinterpret_cast<void*>(&aoti_debug_printer_get_api), &info) != 0);
+  CHECK(aoti_debug_printer::load_api(info.dli_fname) == api);
+
+  // What generated code does with a tensor, an int, a double and a bool.
+  Scratch s;
+  at::Tensor t = at::ones({1});
+  AtenTensorHandle h = handle(t);
+  aoti_debug_printer::value(api, AOTI_DEBUG_PRINTER_PRINT, 0, "k", "buf", h);
+  aoti_debug_printer::value(api, AOTI_DEBUG_PRINTER_PRINT, 0, "k", "i", int32_t{7});
+  aoti_debug_printer::value(api, AOTI_DEBUG_PRINTER_PRINT, 0, "k", "f", 0.5f);
+  aoti_debug_printer::value(api, AOTI_DEBUG_PRINTER_PRINT, 0, "k", "b", false);
+  const std::string out = s.output();
+  CHECK(out.find("k buf") != std::string::npos);
+  CHECK(out.find("k i = 7 (int64)") != std::string::npos);
+  CHECK(out.find("k f = 0.5 (float64)") != std::string::npos);
+  CHECK(out.find("k b = false (bool)") != std::string::npos);
+}
