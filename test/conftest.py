@@ -1,0 +1,109 @@
+"""Shared fixtures: compiled packages, the shim's output, the C++ test build."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+# One fresh Inductor cache for the session, set before torch is imported, so
+# every compile below is a real one and runs never see another's code.
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="adp-inductor-"))
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import aoti_debug_printer  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parent))
+import models  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def pytest_collection_modifyitems(config, items):
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+def compile_package(model_name: str, level: int, path: Path, kernels: str | None = None,
+                    device: str = "cpu") -> Path:
+    model, inputs = models.build(model_name, device)
+    patch = {"aot_inductor.debug_intermediate_value_printer": str(level),
+             "aot_inductor.filtered_kernel_names": kernels}
+    with torch._inductor.config.patch(patch):
+        exported = torch.export.export(model, inputs)
+        return Path(torch._inductor.aoti_compile_and_package(exported, package_path=str(path)))
+
+
+@pytest.fixture(scope="session")
+def package(tmp_path_factory):
+    """package(model, level, kernels=None) -> path of a .pt2, compiled once
+    per session with our printer installed."""
+    cache: dict[tuple, Path] = {}
+
+    def get(model_name: str, level: int, kernels: str | None = None, device: str = "cpu") -> Path:
+        key = (model_name, level, kernels, device)
+        if key not in cache:
+            path = tmp_path_factory.mktemp("pt2") / f"{model_name}-L{level}.pt2"
+            aoti_debug_printer.install()
+            cache[key] = compile_package(model_name, level, path, kernels, device)
+        return cache[key]
+
+    return get
+
+
+def wrapper_source(package_path: Path) -> str:
+    with zipfile.ZipFile(package_path) as z:
+        names = [n for n in z.namelist() if n.endswith(".wrapper.cpp")]
+        assert len(names) == 1, names
+        return z.read(names[0]).decode()
+
+
+@pytest.fixture
+def records(tmp_path):
+    """Sends the shim's output to a JSON-lines file; calling the fixture's
+    value reads the records written so far."""
+    out = tmp_path / "records.jsonl"
+    aoti_debug_printer.set_option("output", out)
+    aoti_debug_printer.set_option("format", "jsonl")
+
+    def read() -> list[dict]:
+        if not out.exists():
+            return []
+        return [json.loads(line) for line in out.read_text().splitlines()]
+
+    yield read
+    aoti_debug_printer.set_option("output", "stdout")
+    aoti_debug_printer.set_option("format", "text")
+
+
+@pytest.fixture
+def dump_dir(tmp_path):
+    d = tmp_path / "dump"
+    aoti_debug_printer.set_option("dump_dir", d)
+    yield d
+    aoti_debug_printer.set_option("dump_dir", "./tmp/aoti_torch/")
+
+
+@pytest.fixture(scope="session")
+def cpp_build(tmp_path_factory) -> Path:
+    """The Catch2 tests and the C++ package loader, built by CMake."""
+    build = tmp_path_factory.mktemp("cmake")
+    subprocess.run(
+        ["cmake", "-S", ROOT, "-B", build, f"-DPython3_EXECUTABLE={sys.executable}",
+         "-DAOTI_DEBUG_PRINTER_BUILD_TESTS=ON"],
+        check=True, capture_output=True)
+    jobs = str(os.cpu_count() or 1)
+    result = subprocess.run(["cmake", "--build", build, "-j", jobs, "--target", "shim_tests",
+                             "load_package"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    return build

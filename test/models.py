@@ -1,0 +1,46 @@
+"""The small models the tests compile, with fixed inputs."""
+
+from __future__ import annotations
+
+import torch
+
+
+class MLP(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = torch.nn.Linear(8, 16)
+        self.fc2 = torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        return torch.tanh(self.fc2(torch.nn.functional.gelu(self.fc1(x))))
+
+
+class Addmm(torch.nn.Module):
+    """An aten fallback (addmm) between two fused C++ kernels."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bias = torch.nn.Parameter(torch.randn(6))
+        self.weight = torch.nn.Parameter(torch.randn(5, 6))
+
+    def forward(self, x):
+        return torch.addmm(self.bias, torch.sin(x), self.weight).relu() * 3
+
+
+class TwiceMM(torch.nn.Module):
+    """The same extern kernel (mm) called twice."""
+
+    def forward(self, x, w1, w2):
+        return torch.mm(torch.mm(x, w1).relu(), w2)
+
+
+def build(name: str, device: str = "cpu"):
+    torch.manual_seed(0)
+    model = {"mlp": MLP, "addmm": Addmm, "twice_mm": TwiceMM}[name]().eval().to(device)
+    if name == "mlp":
+        inputs = (torch.randn(3, 8),)
+    elif name == "addmm":
+        inputs = (torch.randn(4, 5),)
+    else:
+        inputs = (torch.randn(4, 6), torch.randn(6, 7), torch.randn(7, 3))
+    return model, tuple(t.to(device) for t in inputs)

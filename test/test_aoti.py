@@ -1,0 +1,204 @@
+"""Real AOTInductor compiles on CPU, at every level, and what they do."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import torch
+
+import aoti_debug_printer
+import models
+from conftest import compile_package, wrapper_source
+
+pytestmark = pytest.mark.slow
+
+
+def run(package_path, model_name, repeat=1):
+    _, inputs = models.build(model_name)
+    compiled = torch._inductor.aoti_load_package(str(package_path))
+    for _ in range(repeat):
+        out = compiled(*inputs)
+    return out
+
+
+def eager(model_name):
+    model, inputs = models.build(model_name)
+    with torch.no_grad():
+        return model(*inputs)
+
+
+def launches(source: str, phase: int, announce: int | None = None) -> list[str]:
+    """Kernel names of the launch events the generated code emits."""
+    flag = r"\d" if announce is None else str(announce)
+    pattern = r'->launch\(' + str(phase) + r', "([^"]+)", (' + flag + r')\);'
+    return [m.group(1) for m in re.finditer(pattern, source)]
+
+
+def test_level0_generated_code_is_stock(package, tmp_path):
+    ours = wrapper_source(package("mlp", 0))
+    aoti_debug_printer.uninstall()
+    try:
+        stock = wrapper_source(compile_package("mlp", 0, tmp_path / "stock.pt2"))
+    finally:
+        aoti_debug_printer.install()
+    assert "aoti_debug_printer" not in ours
+    # Identical but for the trailing compile/link command comments, which
+    # name the per-compile cache paths.
+    def code(src):
+        return re.sub(r"^// (Compile|Link) cmd\n// .*$", "", src, flags=re.M).rstrip()
+
+    assert code(ours) == code(stock)
+
+
+@pytest.mark.parametrize("level", [1, 2, 3])
+def test_generated_calls_per_level(package, level):
+    source = wrapper_source(package("mlp", level))
+    stock3 = wrapper_source(package("mlp", 3))
+    kernels = launches(stock3, 0)
+    assert len(kernels) >= 4 and any(k.startswith("cpp_fused_") for k in kernels)
+    assert any(k.startswith("aoti_torch_cpu_") for k in kernels)
+    # Never the upstream names: libtorch exports those too.
+    assert not re.search(r"^\s*aoti_torch_(print|save)_tensor_handle\(", source, re.M)
+    assert 'printf("[' not in source
+    values = re.findall(r"aoti_debug_printer::value\(AOTI_DEBUG_PRINTER_API, (\d), (\d),", source)
+    assert launches(source, 0) == kernels
+    if level == 3:
+        assert launches(source, 1, announce=1) == kernels
+        assert values == []
+    else:
+        assert launches(source, 1) == []
+        assert {a for a, _ in values} == {str(level)}
+        # Every kernel records before and after, and the inputs once.
+        assert sum(p == "0" for _, p in values) == sum(p == "1" for _, p in values) >= len(kernels)
+        assert sum(p == "2" for _, p in values) == 1
+
+
+@pytest.mark.parametrize("level", [1, 2, 3])
+def test_filter_applies_at_every_level(package, level):
+    # A glob and an exact name, in another case than the kernels'.
+    source = wrapper_source(package("mlp", level, kernels="{CPP_FUSED_*, aoti_torch_cpu_MM_out}"))
+    kernels = launches(source, 0)
+    selected = [k for k in kernels if k.startswith("cpp_fused_")]
+    assert 0 < len(selected) < len(kernels)
+    recorded = {k for k in re.findall(r'aoti_debug_printer::value\([^;]*?, "([^"]*)", "', source)}
+    if level == 3:
+        assert launches(source, 0, announce=1) == selected
+        assert launches(source, 1, announce=1) == selected
+        assert recorded == set()
+    else:
+        # Unselected kernels still advance the launch index, silently.
+        assert launches(source, 0, announce=0) == kernels
+        assert recorded - {""} == set(selected)
+
+
+def test_level2_records_every_kernel(package, records):
+    path = package("mlp", 2)
+    kernels = launches(wrapper_source(package("mlp", 3)), 0)
+    out = run(path, "mlp")
+    recs = [r for r in records() if r["event"] == "tensor"]
+    assert [r["arg"] for r in recs if r["phase"] == "model_input"] == ["arg4_1"]
+    for phase in ("before_launch", "after_launch"):
+        seen = []
+        for r in recs:
+            if r["phase"] == phase and (not seen or seen[-1] != r["kernel"]):
+                seen.append(r["kernel"])
+        assert seen == kernels
+    assert {r["run"] for r in recs} == {recs[0]["run"]}
+    assert [r["launch"] for r in recs if r["phase"] != "model_input"] == sorted(
+        r["launch"] for r in recs if r["phase"] != "model_input")
+    # The last kernel's output is the model's output: same statistics.
+    last = [r for r in recs if r["phase"] == "after_launch" and r["kernel"] == kernels[-1]
+            and r["shape"] == list(out.shape)][0]
+    stats = aoti_debug_printer.stats(out)
+    assert last["stats"]["min"] == pytest.approx(stats["min"])
+    assert last["stats"]["max"] == pytest.approx(stats["max"])
+    assert last["stats"]["mean"] == pytest.approx(out.double().mean().item())
+    assert last["stats"]["std"] == pytest.approx(out.double().std().item())
+    assert last["values"] == [f"{v:.6g}" for v in out.flatten().tolist()]
+
+
+def test_level2_text_goes_to_stdout(package, capfd):
+    run(package("mlp", 2), "mlp")
+    out = capfd.readouterr().out
+    assert re.search(r"^\[aoti-debug-printer\] model_input arg4_1 \(run \d+\)$", out, re.M)
+    assert re.search(r"^\[aoti-debug-printer\] after_launch cpp_fused_\w+ buf\d+ "
+                     r"\(run \d+, launch \d+, call 0\)$", out, re.M)
+    assert re.search(r"^    min=\S+ max=\S+ mean=\S+ std=\S+ absmax=\S+$", out, re.M)
+    assert re.search(r"^    finite=\d+ nan=0 \+inf=0 -inf=0 zeros=\d+$", out, re.M)
+
+
+@pytest.mark.parametrize("model_name", ["mlp", "addmm", "twice_mm"])
+def test_outputs_identical_with_printer_on_and_off(package, model_name, records, dump_dir):
+    reference = run(package(model_name, 0), model_name)
+    for level in (1, 2, 3):
+        assert torch.equal(run(package(model_name, level), model_name), reference)
+    torch.testing.assert_close(reference, eager(model_name), rtol=1e-4, atol=1e-5)
+
+
+def test_aten_fallback_records_inputs_constants_and_output(package, records):
+    out = run(package("addmm", 2), "addmm")
+    addmm = [r for r in records() if r.get("kernel") == "aoti_torch_cpu_addmm_out"]
+    args = {r["arg"] for r in addmm}
+    assert any(a.startswith("buf") for a in args)
+    assert any(not a.startswith(("buf", "arg")) for a in args), "the constant (bias) is recorded"
+    assert {r["phase"] for r in addmm} == {"before_launch", "after_launch"}
+    assert torch.equal(out, run(package("addmm", 0), "addmm"))
+
+
+def test_level1_saves_loadable_snapshots(package, dump_dir):
+    out = run(package("twice_mm", 1), "twice_mm", repeat=2)
+    manifest = [json.loads(line)
+                for line in (dump_dir / "manifest.jsonl").read_text().splitlines()]
+    files = sorted(p.name for p in dump_dir.glob("*.pt"))
+    assert sorted(r["file"] for r in manifest) == files
+    assert all(":" not in f for f in files)
+    assert len({r["run"] for r in manifest}) == 2
+    mm = [r for r in manifest if r["kernel"] == "aoti_torch_cpu_mm_out"]
+    assert {r["call"] for r in mm} == {0, 1}
+    for r in manifest:
+        t = torch.load(dump_dir / r["file"], weights_only=True)
+        assert list(t.shape) == r["shape"]
+        assert str(t.dtype) == "torch." + r["dtype"]
+        for key in ("run", "launch", "call", "kernel", "arg", "phase", "stats"):
+            assert key in r
+        # Before launch, outputs hold whatever memory had: statistics cover
+        # the finite values only.
+        finite = t.double()[torch.isfinite(t)]
+        assert r["stats"]["finite"] == finite.numel()
+        if finite.numel():
+            assert finite.mean().item() == pytest.approx(r["stats"]["mean"], rel=1e-9)
+    # The second mm's output, after launch, is the model's output.
+    last = [r for r in mm if r["call"] == 1 and r["phase"] == "after_launch"
+            and r["shape"] == list(out.shape)]
+    assert len(last) == 2  # one per run
+    for r in last:
+        assert torch.equal(torch.load(dump_dir / r["file"], weights_only=True), out)
+    inputs = [r for r in manifest if r["phase"] == "model_input"]
+    assert len(inputs) == 2 * 3
+
+
+def test_level3_prints_kernel_names_in_order(package, capfd):
+    kernels = launches(wrapper_source(package("mlp", 3)), 0)
+    run(package("mlp", 3), "mlp")
+    lines = [ln for ln in capfd.readouterr().out.splitlines() if ln.startswith("[aoti-debug")]
+    expected = []
+    for i, k in enumerate(kernels):
+        expected += [f"before_launch {k} (run", f"after_launch {k} (run"]
+    assert [ln.split("] ", 1)[1].split(" (run")[0] + " (run" for ln in lines] == expected
+    assert all(f"launch {i}," in lines[2 * i] for i in range(len(kernels)))
+
+
+def test_unwritable_dump_dir_reports_once_and_model_runs(package, tmp_path, capfd):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    aoti_debug_printer.set_option("dump_dir", blocker / "dump")
+    try:
+        out = run(package("mlp", 1), "mlp", repeat=2)
+    finally:
+        aoti_debug_printer.set_option("dump_dir", "./tmp/aoti_torch/")
+    err = capfd.readouterr().err
+    assert err.count("[aoti-debug-printer] ERROR") == 1
+    assert "Not a directory" in err
+    assert torch.equal(out, run(package("mlp", 0), "mlp"))
