@@ -137,26 +137,31 @@ class DebugPrinterManager:
         self.kernel_name = str(kernel_name)
         self.arg_signatures = arg_signatures
         self.kernel = kernel
-        if kernel_type in ("extern", "cpp"):
+        # Kept as the caller's list and filtered at emission: the JIT wrapper
+        # appends "out=buf" to it after this call, before entering.
+        self.args_to_print_or_save = args_to_print_or_save
+
+    def _names(self) -> list[str]:
+        args = [a[4:] if isinstance(a, str) and a.startswith("out=") else a
+                for a in self.args_to_print_or_save]
+        if self.kernel_type in ("extern", "cpp"):
             # Only buffers, inputs and constants: extern argument lists also
             # carry options and output pointers.
-            names = _variables(args_to_print_or_save, _is_buffer_or_input)
+            names = _variables(args, _is_buffer_or_input)
         else:
-            names = _variables(args_to_print_or_save)
-        if kernel_type == "cpp" and self.use_array_ref:
+            names = _variables(args)
+        if self.kernel_type == "cpp" and self.use_array_ref:
             names = [f"copy_arrayref_tensor_to_tensor({n})" if n.startswith(("buf", "arg")) else n
                      for n in names]
-        self.args_to_print_or_save = names
+        return list(dict.fromkeys(names))
 
     def __enter__(self):
         self._perform_debug_print_or_save_helper(
-            self.args_to_print_or_save, self.kernel_name, before_launch=True,
-            arg_signatures=self.arg_signatures)
+            self._names(), self.kernel_name, before_launch=True, arg_signatures=self.arg_signatures)
 
     def __exit__(self, *exc_info):
         self._perform_debug_print_or_save_helper(
-            self.args_to_print_or_save, self.kernel_name, before_launch=False,
-            arg_signatures=self.arg_signatures)
+            self._names(), self.kernel_name, before_launch=False, arg_signatures=self.arg_signatures)
 
     def _perform_debug_print_or_save_helper(
         self, args_to_print_or_save, kernel_name, before_launch, arg_signatures=None

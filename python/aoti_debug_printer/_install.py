@@ -52,7 +52,9 @@ def _patch(module: ModuleType) -> None:
             "Supported: torch 2.11 to 2.13."
         )
     if current is not DebugPrinterManager:
-        _originals.setdefault(module.__name__, current)
+        # One stock class for every target: wrapper.py may have imported ours
+        # from an already patched debug_utils.
+        _originals.setdefault(_NAME, current)
         setattr(module, _NAME, DebugPrinterManager)
     if module.__name__ == _TARGETS[1]:
         _wrap_python_cpu_kernel_calls(module)
@@ -170,15 +172,15 @@ def uninstall() -> None:
         if _finder in sys.meta_path:
             sys.meta_path.remove(_finder)
         for name, original in _originals.items():
-            if name.endswith(_CPU_CALLS):
+            if name == _NAME:
+                for target in _TARGETS:
+                    if target in sys.modules:
+                        setattr(sys.modules[target], _NAME, original)
+            else:
                 module_name, cls_name, attr = name.rsplit(".", 2)
                 cls = getattr(sys.modules.get(module_name), cls_name, None)
                 if cls is not None:
                     setattr(cls, attr, original)
-                continue
-            module = sys.modules.get(name)
-            if module is not None:
-                setattr(module, _NAME, original)
         _originals.clear()
 
 

@@ -4,7 +4,7 @@
 //   load_package MODEL.pt2 INPUTS.pt OUTPUTS.pt [THREADS]
 //
 // INPUTS.pt is torch.save([t0, t1, ...]); OUTPUTS.pt receives the outputs of
-// the first run as a list, for the test to compare against Python. With
+// the first run as a tuple, for the test to compare against Python. With
 // THREADS > 1, that many threads run the same loaded model at once.
 #include <torch/csrc/inductor/aoti_package/model_package_loader.h>
 #include <torch/serialize.h>
@@ -43,9 +43,10 @@ int main(int argc, char** argv) {
     }
     for (auto& t : pool) t.join();
 
-    c10::List<at::Tensor> list;
-    for (const auto& t : outputs) list.push_back(t);
-    const std::vector<char> bytes = torch::pickle_save(list);
+    // A tuple pickles as a plain Python tuple; lists carry type tags that
+    // torch.load(weights_only=True) refuses.
+    const std::vector<c10::IValue> items(outputs.begin(), outputs.end());
+    const std::vector<char> bytes = torch::pickle_save(c10::ivalue::Tuple::create(items));
     std::ofstream(argv[3], std::ios::binary).write(bytes.data(), bytes.size());
   } catch (const std::exception& e) {
     std::cerr << "load_package: " << e.what() << "\n";

@@ -1,0 +1,59 @@
+"""torch.compile without AOT: the Python wrapper calls the same shim."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import aoti_debug_printer
+
+pytestmark = pytest.mark.slow
+
+
+def f(x, w, scale: float):
+    return torch.relu(x @ w).sum(1) * scale
+
+
+@pytest.fixture
+def compiled_at(request):
+    def compile_at(level: int, kernels: str | None = None):
+        torch._dynamo.reset()
+        aoti_debug_printer.install()
+        patch = {"aot_inductor.debug_intermediate_value_printer": str(level),
+                 "aot_inductor.filtered_kernel_names": kernels}
+        with torch._inductor.config.patch(patch):
+            fn = torch.compile(f, dynamic=False)
+            x, w = torch.randn(4, 8), torch.randn(8, 3)
+            return fn(x, w, 2.0), f(x, w, 2.0)
+
+    yield compile_at
+    torch._dynamo.reset()
+
+
+def test_level2_records_extern_and_cpp_kernels(compiled_at, records):
+    got, want = compiled_at(2)
+    torch.testing.assert_close(got, want)
+    recs = records()
+    assert [r["event"] for r in recs[:1]] == ["tensor"]
+    kernels = {r["kernel"] for r in recs if r["event"] == "tensor" and r["kernel"]}
+    assert "extern_kernels.mm" in kernels
+    assert any(k.startswith("cpp_fused_") for k in kernels)
+    inputs = [r for r in recs if r["phase"] == "model_input"]
+    assert len(inputs) == 2 and all(r["run"] == inputs[0]["run"] >= 0 for r in recs)
+    mm_after = [r for r in recs if r["kernel"] == "extern_kernels.mm" and r["phase"] == "after_launch"]
+    assert any(r["shape"] == [4, 3] for r in mm_after)
+
+
+def test_level3_names_kernels_through_the_shim(compiled_at, records):
+    compiled_at(3)
+    events = [(r["phase"], r["kernel"]) for r in records() if r["event"] == "launch"]
+    names = [k for p, k in events if p == "before_launch"]
+    assert names[0] == "extern_kernels.mm" and names[1].startswith("cpp_fused_")
+    assert events == [(p, k) for k in names for p in ("before_launch", "after_launch")]
+
+
+def test_filter_and_level1_in_jit(compiled_at, dump_dir):
+    compiled_at(1, kernels="cpp_fused_*")
+    manifest = (dump_dir / "manifest.jsonl").read_text().splitlines()
+    kernels = {__import__("json").loads(line)["kernel"] for line in manifest}
+    assert kernels - {""} and all(k.startswith("cpp_fused_") for k in kernels - {""})

@@ -1,0 +1,155 @@
+"""The shim through its Python bindings: statistics, saving, bad input."""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+
+import pytest
+import torch
+
+import aoti_debug_printer
+from aoti_debug_printer import _C
+
+FLOAT8 = [getattr(torch, n) for n in ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
+                                       "float8_e5m2fnuz") if hasattr(torch, n)]
+DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+          torch.float16, torch.bfloat16, torch.float32, torch.float64, *FLOAT8]
+
+
+def reference(t: torch.Tensor) -> dict:
+    """What the statistics must be, from plain torch ops in float64."""
+    x = t.to(torch.float64) if not t.is_complex() else t.abs().to(torch.float64)
+    finite = x[torch.isfinite(x)]
+    return {
+        "numel": t.numel(), "finite": finite.numel(), "nan": int(torch.isnan(x).sum()),
+        "pos_inf": int((x == math.inf).sum()), "neg_inf": int((x == -math.inf).sum()),
+        "zeros": int((finite == 0).sum()),
+        "min": finite.min().item() if finite.numel() else None,
+        "max": finite.max().item() if finite.numel() else None,
+        "mean": finite.mean().item() if finite.numel() else math.nan,
+        "std": finite.std().item() if finite.numel() > 1 else math.nan,
+    }
+
+
+def check(t: torch.Tensor) -> None:
+    got, want = aoti_debug_printer.stats(t), reference(t)
+    for key, value in want.items():
+        if isinstance(value, float) and math.isnan(value):
+            assert math.isnan(got[key]), key
+        elif isinstance(value, float):
+            assert got[key] == pytest.approx(value, rel=1e-9, abs=1e-12), key
+        else:
+            assert got[key] == value, key
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_stats_every_dtype(dtype):
+    torch.manual_seed(0)
+    t = (torch.randn(37, 11) * 8).to(dtype)
+    check(t)
+    check(t.t())  # non-contiguous
+    check(t[::3, 1:])
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+def test_stats_nonfinite(dtype):
+    t = torch.tensor([1.0, math.nan, math.inf, -math.inf, 0.0, -2.5], dtype=dtype)
+    check(t)
+    check(torch.full((5,), math.nan, dtype=dtype))
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_stats_complex_are_of_the_modulus(dtype):
+    t = torch.complex(torch.tensor([3.0, 0.0, -1.0]), torch.tensor([4.0, 0.0, 0.0])).to(dtype)
+    got = aoti_debug_printer.stats(t)
+    assert got["of"] == "modulus"
+    assert (got["min"], got["max"], got["zeros"]) == (0.0, 5.0, 1)
+
+
+def test_stats_shapes():
+    check(torch.empty(0, 4))
+    check(torch.tensor(3.5))
+    check(torch.tensor([1.0, 2.0]).expand(500, 2))  # zero stride
+    big = torch.randn(2_000_003)  # several parallel chunks
+    check(big)
+    i64 = torch.tensor([-(2**62) - 1, 2**62 + 1])
+    assert aoti_debug_printer.stats(i64)["min"] == -(2**62) - 1  # exact, not via double
+
+
+def test_dtypes_without_element_values_say_so():
+    bits = torch.zeros(4, dtype=torch.uint8).view(torch.bits8)
+    assert aoti_debug_printer.stats(bits)["unsupported"] == "no statistics for dtype Bits8"
+
+
+def test_record_of_every_python_value(records):
+    _C.begin_run()
+    _C.launch(_C.BEFORE_LAUNCH, "k", False)
+    for arg, value in [("t", torch.ones(2)), ("i", 3), ("f", 0.25), ("b", True), ("n", None)]:
+        _C.record(_C.PRINT, _C.BEFORE_LAUNCH, "k", arg, value)
+    recs = {r["arg"]: r for r in records()}
+    assert recs["t"]["event"] == "tensor" and recs["t"]["values"] == ["1", "1"]
+    assert (recs["i"]["type"], recs["i"]["value"]) == ("int64", "3")
+    assert (recs["f"]["type"], recs["f"]["value"]) == ("float64", "0.25")
+    assert (recs["b"]["type"], recs["b"]["value"]) == ("bool", "true")
+    assert recs["n"]["problem"] == "null tensor handle"
+
+
+@pytest.mark.parametrize("kernel,arg", [("../../escape", "../x"), ("a/b\\c:d", "\x00\n*?"),
+                                        ("." * 300, "")])
+def test_hostile_names_stay_in_the_dump_dir(dump_dir, kernel, arg):
+    _C.record(_C.SAVE, _C.AFTER_LAUNCH, kernel, arg, torch.arange(3))
+    files = [p for p in dump_dir.parent.rglob("*") if p.is_file()]
+    assert {p.parent for p in files} == {dump_dir}
+    saved = [p for p in files if p.suffix == ".pt"]
+    assert len(saved) == 1 and len(saved[0].name) < 255 and not saved[0].name.startswith(".")
+    assert torch.equal(torch.load(saved[0], weights_only=True), torch.arange(3))
+    line = json.loads((dump_dir / "manifest.jsonl").read_text())
+    assert (line["kernel"], line["arg"], line["file"]) == (kernel, arg, saved[0].name)
+
+
+def test_saved_views_round_trip(dump_dir):
+    base = torch.arange(24.0).reshape(4, 6)
+    for arg, view in [("t", base.t()), ("slice", base[1:3, ::2]), ("exp", torch.ones(1).expand(5)),
+                      ("bf16", base.to(torch.bfloat16)), ("e", torch.empty(0, 2))]:
+        _C.record(_C.SAVE, _C.BEFORE_LAUNCH, "k", arg, view)
+        entry = json.loads((dump_dir / "manifest.jsonl").read_text().splitlines()[-1])
+        back = torch.load(dump_dir / entry["file"], weights_only=True)
+        assert back.dtype == view.dtype and back.shape == view.shape
+        assert torch.equal(back, view)
+        # A slice is saved without the rest of its buffer.
+        assert back.untyped_storage().nbytes() <= max(view.numel(), 1) * view.element_size() * 6
+
+
+def test_options_validate():
+    with pytest.raises(ValueError, match="unknown option"):
+        aoti_debug_printer.set_option("colour", "red")
+    with pytest.raises(ValueError, match="max_values"):
+        aoti_debug_printer.set_option("max_values", "many")
+    aoti_debug_printer.set_option("max_values", 3)
+    try:
+        assert aoti_debug_printer.get_option("max_values") == "3"
+    finally:
+        aoti_debug_printer.set_option("max_values", 64)
+
+
+def test_threads_write_whole_records(records):
+    def work(i):
+        _C.begin_run()
+        t = torch.full((8,), float(i))
+        for _ in range(50):
+            _C.launch(_C.BEFORE_LAUNCH, "k", False)
+            _C.record(_C.PRINT, _C.BEFORE_LAUNCH, "k", f"t{i}", t)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    recs = records()  # every line parses as JSON: nothing interleaved
+    assert len(recs) == 300
+    for i in range(6):
+        mine = [r for r in recs if r["arg"] == f"t{i}"]
+        assert [r["launch"] for r in mine] == list(range(50))
+        assert all(r["values"] == [str(i)] * 8 for r in mine)
