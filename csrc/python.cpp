@@ -7,6 +7,7 @@
 #include "shim.h"
 #include "stats.h"
 
+#include <torch/csrc/inductor/aoti_torch/utils.h>
 #include <torch/extension.h>
 
 #include <dlfcn.h>
@@ -72,6 +73,21 @@ std::string library_path() {
   return info.dli_fname;
 }
 
+// PyTorch's own aoti_torch_print_tensor_handle, looked up in libtorch itself
+// (our library exports the same name), for the benchmark and tests.
+void upstream_print_tensor_handle(const at::Tensor& t, const std::string& msg) {
+  using Fn = void (*)(AtenTensorHandle, const char*);
+  static Fn fn = [] {
+    void* lib = dlopen("libtorch_cpu.so", RTLD_NOW | RTLD_NOLOAD);
+    void* sym = lib ? dlsym(lib, "aoti_torch_print_tensor_handle") : nullptr;
+    if (!sym) throw std::runtime_error("libtorch_cpu.so has no aoti_torch_print_tensor_handle");
+    return reinterpret_cast<Fn>(sym);
+  }();
+  at::Tensor copy = t;
+  py::gil_scoped_release no_gil;
+  fn(torch::aot_inductor::tensor_pointer_to_tensor_handle(&copy), msg.c_str());
+}
+
 } // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -94,4 +110,6 @@ PYBIND11_MODULE(_C, m) {
   m.def("save_failures", &save_failures);
   m.def("safe_name_part", &safe_name_part, py::arg("name"));
   m.def("library_path", &library_path, "Absolute path of libaoti_debug_printer.so.");
+  m.def("upstream_print_tensor_handle", &upstream_print_tensor_handle, py::arg("tensor"),
+        py::arg("msg"), "PyTorch's built-in print (from libtorch), for comparisons.");
 }

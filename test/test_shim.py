@@ -58,6 +58,12 @@ def test_stats_nonfinite(dtype):
     t = torch.tensor([1.0, math.nan, math.inf, -math.inf, 0.0, -2.5], dtype=dtype)
     check(t)
     check(torch.full((5,), math.nan, dtype=dtype))
+    # Large enough for the vectorized blocks, with non-finite values in some.
+    big = torch.randn(300_007, dtype=torch.float64)
+    big[::1009], big[5::7919], big[7::50021] = math.nan, math.inf, -math.inf
+    big[:20] = math.nan  # the shift is taken after these
+    check(big.to(dtype))
+    check(big.to(dtype)[1::3])  # strided: the scalar path, same answers
 
 
 @pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])

@@ -1,0 +1,119 @@
+"""CPU benchmark, all measured side by side in this one run:
+
+1. one inference of a model with many kernels: printer off, our level 2,
+   PyTorch's built-in level 2 (records go to /dev/null for both);
+2. per-tensor statistics of one large tensor: ours against PyTorch's
+   built-in aoti_torch_print_tensor_handle (called from libtorch itself).
+
+    python bench/bench_cpu.py [--blocks 24] [--runs 20] [--numel 67108864]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+import aoti_debug_printer
+from aoti_debug_printer import _C
+
+
+class ManyKernels(torch.nn.Module):
+    def __init__(self, blocks: int, width: int) -> None:
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(width, width) for _ in range(blocks))
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = torch.nn.functional.layer_norm(torch.nn.functional.gelu(layer(x)), x.shape[-1:])
+        return x
+
+
+@contextlib.contextmanager
+def stdout_to_devnull():
+    """Both printers write to fd 1; time them writing to /dev/null."""
+    saved = os.dup(1)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(devnull)
+
+
+def median_ms(fn, runs: int, warmup: int = 2) -> float:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3
+
+
+def compile_at(model, x, level: str, ours: bool, path: Path) -> Path:
+    (aoti_debug_printer.install if ours else aoti_debug_printer.uninstall)()
+    with torch._inductor.config.patch({"aot_inductor.debug_intermediate_value_printer": level}):
+        ep = torch.export.export(model, (x,))
+        return Path(torch._inductor.aoti_compile_and_package(ep, package_path=str(path)))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--blocks", type=int, default=24)
+    parser.add_argument("--width", type=int, default=256)
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--numel", type=int, default=64 * 2**20, help="elements of the large tensor")
+    args = parser.parse_args()
+
+    torch.manual_seed(0)
+    model = ManyKernels(args.blocks, args.width).eval()
+    x = torch.randn(args.batch, args.width)
+    with tempfile.TemporaryDirectory() as tmp:
+        variants = {
+            "off (level 0)": compile_at(model, x, "0", True, Path(tmp) / "off.pt2"),
+            "ours, level 2": compile_at(model, x, "2", True, Path(tmp) / "ours.pt2"),
+            "built-in, level 2": compile_at(model, x, "2", False, Path(tmp) / "builtin.pt2"),
+        }
+        aoti_debug_printer.install()
+        runners = {name: torch._inductor.aoti_load_package(str(p)) for name, p in variants.items()}
+        aoti_debug_printer.set_option("output", "stdout")
+        with stdout_to_devnull():
+            # Interleaved rounds, so drift in the machine's speed hits all alike.
+            results: dict[str, list[float]] = {name: [] for name in runners}
+            for _ in range(3):
+                for name, run in runners.items():
+                    results[name].append(median_ms(lambda run=run: run(x), max(args.runs // 3, 1)))
+    base = min(results["off (level 0)"])
+    print(f"\nOne inference, {args.blocks} blocks ({3 * args.blocks} kernels), batch {args.batch}:")
+    print(f"  {'variant':<20}{'ms':>10}{'vs off':>10}{'overhead':>12}")
+    for name, times in results.items():
+        ms = min(times)
+        print(f"  {name:<20}{ms:>10.2f}{ms / base:>9.1f}x{ms - base:>10.2f}ms")
+    ours = min(results["ours, level 2"]) - base
+    builtin = min(results["built-in, level 2"]) - base
+    print(f"  our overhead / built-in overhead = {ours / builtin:.2f}")
+
+    big = torch.randn(args.numel)
+    mib = big.numel() * big.element_size() / 2**20
+    with stdout_to_devnull():
+        stats_ms = median_ms(lambda: _C.stats(big), 5)
+        builtin_ms = median_ms(lambda: _C.upstream_print_tensor_handle(big, "bench"), 5)
+    print(f"\nStatistics of one float32 tensor of {mib:.0f} MiB ({torch.get_num_threads()} threads):")
+    print(f"  ours (one fused pass)      {stats_ms:8.1f} ms")
+    print(f"  built-in print             {builtin_ms:8.1f} ms")
+    print(f"  built-in / ours          = {builtin_ms / stats_ms:8.2f}")
+
+
+if __name__ == "__main__":
+    main()
