@@ -69,8 +69,14 @@ void accumulate(Partial<exact_t<scalar_t>>& p, scalar_t v) {
   } else if constexpr (std::is_integral_v<scalar_t>) {
     p.add_finite(static_cast<exact_t<scalar_t>>(v), static_cast<double>(v));
   } else {
-    // Half, BFloat16 and the float8 types widen to float exactly.
-    const double x = static_cast<double>(static_cast<float>(v));
+    // Half, BFloat16 and the float8 types widen to float exactly; double
+    // must not go through float.
+    double x;
+    if constexpr (std::is_same_v<scalar_t, double>) {
+      x = v;
+    } else {
+      x = static_cast<double>(static_cast<float>(v));
+    }
     if (std::isnan(x)) {
       ++p.nan;
     } else if (std::isinf(x)) {
