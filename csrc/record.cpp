@@ -55,6 +55,8 @@ std::string element(scalar_t v) {
   } else if constexpr (c10::is_complex<scalar_t>::value) {
     const double re = static_cast<double>(v.real()), im = static_cast<double>(v.imag());
     return number(re, false) + (std::signbit(im) ? "-" : "+") + number(std::abs(im), false) + "j";
+  } else if constexpr (std::is_same_v<scalar_t, double>) {
+    return number(v, false);
   } else {
     return number(static_cast<double>(static_cast<float>(v)), false);
   }
