@@ -39,8 +39,9 @@ def compile_package(model_name: str, level: int, path: Path, kernels: str | None
     model, inputs = models.build(model_name, device)
     patch = {"aot_inductor.debug_intermediate_value_printer": str(level),
              "aot_inductor.filtered_kernel_names": kernels}
+    dynamic = {"x": {0: torch.export.Dim("batch", min=2)}} if model_name == "dynamic" else None
     with torch._inductor.config.patch(patch):
-        exported = torch.export.export(model, inputs)
+        exported = torch.export.export(model, inputs, dynamic_shapes=dynamic)
         return Path(torch._inductor.aoti_compile_and_package(exported, package_path=str(path)))
 
 

@@ -34,11 +34,21 @@ class TwiceMM(torch.nn.Module):
         return torch.mm(torch.mm(x, w1).relu(), w2)
 
 
+class Dynamic(torch.nn.Module):
+    """Compiled with a dynamic batch: C++ kernels take SymInt arguments."""
+
+    def forward(self, x):
+        return torch.softmax(x * 2, dim=0)
+
+
 def build(name: str, device: str = "cpu"):
     torch.manual_seed(0)
-    model = {"mlp": MLP, "addmm": Addmm, "twice_mm": TwiceMM}[name]().eval().to(device)
+    model = {"mlp": MLP, "addmm": Addmm, "twice_mm": TwiceMM, "dynamic": Dynamic}[name]()
+    model = model.eval().to(device)
     if name == "mlp":
         inputs = (torch.randn(3, 8),)
+    elif name == "dynamic":
+        inputs = (torch.randn(5, 3),)
     elif name == "addmm":
         inputs = (torch.randn(4, 5),)
     else:

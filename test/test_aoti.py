@@ -202,3 +202,13 @@ def test_unwritable_dump_dir_reports_once_and_model_runs(package, tmp_path, capf
     assert err.count("[aoti-debug-printer] ERROR") == 1
     assert "Not a directory" in err
     assert torch.equal(out, run(package("mlp", 0), "mlp"))
+
+
+def test_symint_arguments_print_as_integers(package, records):
+    compiled = torch._inductor.aoti_load_package(str(package("dynamic", 2)))
+    x = torch.randn(7, 3)
+    torch.testing.assert_close(compiled(x), torch.softmax(x * 2, dim=0))
+    scalars = [r for r in records() if r["event"] == "scalar"]
+    assert scalars, "the C++ kernels take the batch size"
+    assert all(r["type"] == "int64" and r["kernel"].startswith("cpp_fused_") for r in scalars)
+    assert "7" in {r["value"] for r in scalars}

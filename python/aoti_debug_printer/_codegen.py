@@ -144,9 +144,9 @@ class DebugPrinterManager:
     def _names(self) -> list[str]:
         args = [a[4:] if isinstance(a, str) and a.startswith("out=") else a
                 for a in self.args_to_print_or_save]
-        if self.kernel_type in ("extern", "cpp"):
+        if self.kernel_type == "extern":
             # Only buffers, inputs and constants: extern argument lists also
-            # carry options and output pointers.
+            # carry dtypes, int arrays and output handles.
             names = _variables(args, _is_buffer_or_input)
         else:
             names = _variables(args)
