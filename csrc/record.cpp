@@ -71,9 +71,7 @@ std::vector<std::string> flat_values(const at::Tensor& host) {
         const scalar_t* p = c.const_data_ptr<scalar_t>();
         for (int64_t i = 0; i < c.numel(); ++i) out.push_back(element(p[i]));
       }),
-      AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), AT_EXPAND(AT_FLOAT8_TYPES),
-      AT_EXPAND(AT_BAREBONES_UNSIGNED_TYPES), at::kHalf, at::kBFloat16, at::kBool,
-      at::kComplexHalf);
+      AOTI_DEBUG_PRINTER_DTYPES);
   return out;
 }
 

@@ -104,8 +104,8 @@ std::string get_option(const std::string& key) {
   throw std::invalid_argument("unknown option '" + key + "'");
 }
 
-void emit(const std::string& text) {
-  const std::string output = current_settings().output;
+void emit(const Settings& settings, const std::string& text) {
+  const std::string& output = settings.output;
   Sink& out = sink();
   std::lock_guard<std::mutex> lock(out.mu);
   FILE* stream = nullptr;

@@ -31,7 +31,7 @@ std::string get_option(const std::string& key);
 // Writes one whole record (one or more lines) with a single write under a
 // process-wide lock, then flushes: records of concurrent threads never
 // interleave, and a record is out before a crash that follows it.
-void emit(const std::string& text);
+void emit(const Settings& settings, const std::string& text);
 
 // The one place user-facing errors go (stderr, whatever the output is).
 void report_error(const std::string& message);

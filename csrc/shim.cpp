@@ -91,7 +91,8 @@ void launch(int32_t phase, const std::string& kernel, bool announce) {
     state.call = state.calls[kernel]++;
   }
   if (announce) {
-    emit(format_launch(where_now(phase, kernel, ""), current_settings().format == Format::Jsonl));
+    const Settings settings = current_settings();
+    emit(settings, format_launch(where_now(phase, kernel, ""), settings.format == Format::Jsonl));
   }
 }
 
@@ -113,7 +114,7 @@ void record_tensor(int32_t action, const Where& where, const at::Tensor* t) {
   const bool json = settings.format == Format::Jsonl;
   if (t == nullptr || !t->defined()) {
     const TensorRecord r = describe_problem(where, t ? "undefined tensor" : "null tensor handle");
-    emit(json ? format_json(r) + "\n" : format_text(r));
+    emit(settings, json ? format_json(r) + "\n" : format_text(r));
     return;
   }
   const at::Tensor host = to_host(*t);
@@ -123,7 +124,7 @@ void record_tensor(int32_t action, const Where& where, const at::Tensor* t) {
     return;
   }
   const TensorRecord r = describe(where, *t, host, settings.max_values);
-  emit(json ? format_json(r) + "\n" : format_text(r));
+  emit(settings, json ? format_json(r) + "\n" : format_text(r));
 }
 
 void record_scalar(int32_t action, const Where& where, const char* type, const std::string& value) {
@@ -133,7 +134,7 @@ void record_scalar(int32_t action, const Where& where, const char* type, const s
     saving([&] { append_to_manifest(settings.dump_dir, format_scalar(where, type, value, true)); });
     return;
   }
-  emit(format_scalar(where, type, value, settings.format == Format::Jsonl));
+  emit(settings, format_scalar(where, type, value, settings.format == Format::Jsonl));
 }
 
 int64_t save_failures() {

@@ -282,9 +282,7 @@ TensorStats compute_stats(const at::Tensor& host) {
   try {
     AT_DISPATCH_V2(
         host.scalar_type(), "aoti_debug_printer_stats", AT_WRAP([&] { s = reduce<scalar_t>(iter); }),
-        AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), AT_EXPAND(AT_FLOAT8_TYPES),
-        AT_EXPAND(AT_BAREBONES_UNSIGNED_TYPES), at::kHalf, at::kBFloat16, at::kBool,
-        at::kComplexHalf);
+        AOTI_DEBUG_PRINTER_DTYPES);
   } catch (const c10::NotImplementedError&) {
     // Quantized, packed sub-byte and bit types have no numeric value per element.
     s.unsupported = std::string("no statistics for dtype ") + c10::toString(host.scalar_type());

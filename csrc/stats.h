@@ -8,6 +8,13 @@
 #include <optional>
 #include <string>
 
+// Every dtype with a numeric value per element, for AT_DISPATCH_V2: the
+// statistics and the printed values cover the same set.
+#define AOTI_DEBUG_PRINTER_DTYPES                                                   \
+  AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), AT_EXPAND(AT_FLOAT8_TYPES),                   \
+      AT_EXPAND(AT_BAREBONES_UNSIGNED_TYPES), at::kHalf, at::kBFloat16, at::kBool, \
+      at::kComplexHalf
+
 namespace aoti_debug_printer {
 
 struct TensorStats {

@@ -16,11 +16,11 @@ def f(x, w, scale: float):
 
 @pytest.fixture
 def compiled_at(request):
-    def compile_at(level: int, kernels: str | None = None):
+    def compile_at(level: int, kernels: str | None = None, cpp_wrapper: bool = False):
         torch._dynamo.reset()
         aoti_debug_printer.install()
         patch = {"aot_inductor.debug_intermediate_value_printer": str(level),
-                 "aot_inductor.filtered_kernel_names": kernels}
+                 "aot_inductor.filtered_kernel_names": kernels, "cpp_wrapper": cpp_wrapper}
         with torch._inductor.config.patch(patch):
             fn = torch.compile(f, dynamic=False)
             x, w = torch.randn(4, 8), torch.randn(8, 3)
@@ -57,3 +57,12 @@ def test_filter_and_level1_in_jit(compiled_at, dump_dir):
     manifest = (dump_dir / "manifest.jsonl").read_text().splitlines()
     kernels = {__import__("json").loads(line)["kernel"] for line in manifest}
     assert kernels - {""} and all(k.startswith("cpp_fused_") for k in kernels - {""})
+
+
+def test_jit_cpp_wrapper_goes_through_the_same_shim(compiled_at, records):
+    got, want = compiled_at(2, cpp_wrapper=True)
+    torch.testing.assert_close(got, want)
+    recs = records()
+    kernels = [r["kernel"] for r in recs if r["event"] == "tensor" and r["phase"] == "after_launch"]
+    assert "aoti_torch_cpu_mm_out" in kernels and any(k.startswith("cpp_fused_") for k in kernels)
+    assert {r["run"] for r in recs} == {recs[0]["run"]} and recs[0]["phase"] == "model_input"
