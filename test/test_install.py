@@ -66,3 +66,13 @@ def test_unchanged_script_at_level_2(tmp_path):
     assert any(k.startswith("cpp_fused_") for k in kernels)
     assert any(phase == "model_input" for phase, _ in heads)
     assert "max |compiled - eager| =" in r.stdout
+
+
+def test_missing_hook_point_names_the_torch_version():
+    from types import ModuleType
+
+    from aoti_debug_printer import _install
+
+    stranger = ModuleType("torch._inductor.codegen.debug_utils")  # no DebugPrinterManager
+    with pytest.raises(_install.HookPointMissing, match=re.escape(torch.__version__)):
+        _install._patch(stranger)
