@@ -55,10 +55,8 @@ std::string element(scalar_t v) {
   } else if constexpr (c10::is_complex<scalar_t>::value) {
     const double re = static_cast<double>(v.real()), im = static_cast<double>(v.imag());
     return number(re, false) + (std::signbit(im) ? "-" : "+") + number(std::abs(im), false) + "j";
-  } else if constexpr (std::is_same_v<scalar_t, double>) {
-    return number(v, false);
   } else {
-    return number(static_cast<double>(static_cast<float>(v)), false);
+    return number(widen(v), false);
   }
 }
 
@@ -158,6 +156,10 @@ TensorRecord describe_problem(const Where& where, std::string problem) {
   r.where = where;
   r.problem = std::move(problem);
   return r;
+}
+
+std::string format_record(const TensorRecord& r, bool json) {
+  return json ? format_json(r) + "\n" : format_text(r);
 }
 
 std::string format_text(const TensorRecord& r) {

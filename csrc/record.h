@@ -46,9 +46,11 @@ TensorRecord describe(const Where& where, const at::Tensor& t, const at::Tensor&
 // A record that carries only a problem (null handle, undefined tensor).
 TensorRecord describe_problem(const Where& where, std::string problem);
 
+// A whole record, newline included, as text or as one JSON line.
+std::string format_record(const TensorRecord& r, bool json);
 std::string format_text(const TensorRecord& r);
 // One JSON object, no newline. `extra` is spliced in as more members
-// (the manifest's file name and sequence number).
+// (the manifest's file name).
 std::string format_json(const TensorRecord& r, const std::string& extra = "");
 
 // Scalars and launch events, in both formats.

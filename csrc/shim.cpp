@@ -114,7 +114,7 @@ void record_tensor(int32_t action, const Where& where, const at::Tensor* t) {
   const bool json = settings.format == Format::Jsonl;
   if (t == nullptr || !t->defined()) {
     const TensorRecord r = describe_problem(where, t ? "undefined tensor" : "null tensor handle");
-    emit(settings, json ? format_json(r) + "\n" : format_text(r));
+    emit(settings, format_record(r, json));
     return;
   }
   const at::Tensor host = to_host(*t);
@@ -124,7 +124,7 @@ void record_tensor(int32_t action, const Where& where, const at::Tensor* t) {
     return;
   }
   const TensorRecord r = describe(where, *t, host, settings.max_values);
-  emit(settings, json ? format_json(r) + "\n" : format_text(r));
+  emit(settings, format_record(r, json));
 }
 
 void record_scalar(int32_t action, const Where& where, const char* type, const std::string& value) {

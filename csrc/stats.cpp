@@ -69,14 +69,7 @@ void accumulate(Partial<exact_t<scalar_t>>& p, scalar_t v) {
   } else if constexpr (std::is_integral_v<scalar_t>) {
     p.add_finite(static_cast<exact_t<scalar_t>>(v), static_cast<double>(v));
   } else {
-    // Half, BFloat16 and the float8 types widen to float exactly; double
-    // must not go through float.
-    double x;
-    if constexpr (std::is_same_v<scalar_t, double>) {
-      x = v;
-    } else {
-      x = static_cast<double>(static_cast<float>(v));
-    }
+    const double x = widen(v);
     if (std::isnan(x)) {
       ++p.nan;
     } else if (std::isinf(x)) {
@@ -187,11 +180,6 @@ bool vectorized_run(Partial<exact_t<scalar_t>>& p, const char* data, int64_t n) 
   return true;
 }
 
-template <typename E>
-c10::Scalar to_scalar(E v) {
-  return c10::Scalar(v);
-}
-
 template <typename scalar_t>
 TensorStats reduce(at::TensorIterator& iter) {
   using E = exact_t<scalar_t>;
@@ -250,8 +238,8 @@ TensorStats reduce(at::TensorIterator& iter) {
   s.std = n > 1 ? std::sqrt(m2 / static_cast<double>(n - 1))
                 : std::numeric_limits<double>::quiet_NaN();
   if (any) {
-    s.min = to_scalar(mn);
-    s.max = to_scalar(mx);
+    s.min = c10::Scalar(mn);
+    s.max = c10::Scalar(mx);
   }
   s.of_modulus = is_complex_t<scalar_t>::value;
   return s;

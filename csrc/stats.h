@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <type_traits>
 
 // Every dtype with a numeric value per element, for AT_DISPATCH_V2: the
 // statistics and the printed values cover the same set.
@@ -16,6 +17,17 @@
       at::kComplexHalf
 
 namespace aoti_debug_printer {
+
+// A real floating value in double, exactly: Half, BFloat16 and the float8
+// types widen through float; double must not go through float.
+template <typename scalar_t>
+inline double widen(scalar_t v) {
+  if constexpr (std::is_same_v<scalar_t, double>) {
+    return v;
+  } else {
+    return static_cast<double>(static_cast<float>(v));
+  }
+}
 
 struct TensorStats {
   int64_t numel = 0;

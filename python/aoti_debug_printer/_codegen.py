@@ -16,8 +16,6 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from ._filter import KernelFilter
 
 log = logging.getLogger(__name__)
@@ -197,19 +195,21 @@ class DebugPrinterManager:
         for line in self._run_start_lines(input_args_to_print):
             V.graph.wrapper_code.prefix.writeline(line)
 
+    # Upstream's two entry points; here they differ only in the action.
     def codegen_intermediate_tensor_value_save(
         self, args_to_save, kernel_name, before_launch=True, arg_signatures=None
     ) -> None:
-        phase = BEFORE_LAUNCH if before_launch else AFTER_LAUNCH
-        for arg in args_to_save:
-            self._writeline(self._record(SAVE, phase, kernel_name, arg))
+        self._codegen_records(SAVE, args_to_save, kernel_name, before_launch)
 
     def codegen_intermediate_tensor_value_print(
         self, args_to_print, kernel_name, before_launch=True, arg_signatures=None
     ) -> None:
+        self._codegen_records(PRINT, args_to_print, kernel_name, before_launch)
+
+    def _codegen_records(self, action: int, args, kernel_name: str, before_launch: bool) -> None:
         phase = BEFORE_LAUNCH if before_launch else AFTER_LAUNCH
-        for arg in args_to_print:
-            self._writeline(self._record(PRINT, phase, kernel_name, arg))
+        for arg in args:
+            self._writeline(self._record(action, phase, kernel_name, arg))
 
     # -- emitted code ----------------------------------------------------------
 
@@ -233,21 +233,21 @@ class DebugPrinterManager:
                     f"{_c_string(kernel)}, {_c_string(label)}, {arg});")
         return f"{_PY_MODULE}.record({action}, {phase}, {kernel!r}, {label!r}, {arg})"
 
-    def _emit_launch(self, phase: int, kernel: str, announce: bool) -> None:
+    def _api_call(self, function: str, *args: str | int | bool) -> str:
+        """One call of the shim's API in the wrapper's language (strings are
+        kernel names, quoted for that language)."""
         if self._cpp():
-            self._writeline(
-                f"if (auto* aoti_debug_printer_api_ = AOTI_DEBUG_PRINTER_API) "
-                f"aoti_debug_printer_api_->launch({phase}, {_c_string(kernel)}, {int(announce)});")
-        else:
-            self._writeline(f"{_PY_MODULE}.launch({phase}, {kernel!r}, {announce})")
+            cpp = ", ".join(_c_string(a) if isinstance(a, str) else str(int(a)) for a in args)
+            return (f"if (auto* aoti_debug_printer_api_ = AOTI_DEBUG_PRINTER_API) "
+                    f"aoti_debug_printer_api_->{function}({cpp});")
+        return f"{_PY_MODULE}.{function}({', '.join(repr(a) for a in args)})"
+
+    def _emit_launch(self, phase: int, kernel: str, announce: bool) -> None:
+        self._writeline(self._api_call("launch", phase, kernel, announce))
 
     def _run_start_lines(self, inputs: list[str]) -> list[str]:
         action = self._action()
-        if self._cpp():
-            lines = ["if (auto* aoti_debug_printer_api_ = AOTI_DEBUG_PRINTER_API) "
-                     "aoti_debug_printer_api_->begin_run();"]
-        else:
-            lines = [f"{_PY_MODULE}.begin_run()"]
+        lines = [self._api_call("begin_run")]
         if action is not None:
             lines += [self._record(action, MODEL_INPUT, "", name) for name in inputs]
         return lines
