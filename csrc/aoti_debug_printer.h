@@ -17,16 +17,27 @@
 #include <stdint.h>
 #include <torch/csrc/inductor/aoti_torch/c/shim.h>
 
-#define AOTI_DEBUG_PRINTER_ABI_VERSION 1
+#define AOTI_DEBUG_PRINTER_ABI_VERSION 2
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-// What a tensor or scalar record does. Values match the printer levels.
+// What a tensor or scalar record does. SAVE and PRINT match the printer
+// levels; WATCH only notes a tensor argument for the CUDA error check (level 3).
 enum {
   AOTI_DEBUG_PRINTER_SAVE = 1,
   AOTI_DEBUG_PRINTER_PRINT = 2,
+  AOTI_DEBUG_PRINTER_WATCH = 3,
+};
+
+// Flags of a launch event.
+enum {
+  // Print the event (level 3, kernels the filter selects).
+  AOTI_DEBUG_PRINTER_ANNOUNCE = 1,
+  // The model was compiled at level 3: with the sync setting at "auto",
+  // wait for the GPU after every kernel and check CUDA's error state.
+  AOTI_DEBUG_PRINTER_SYNC_BY_DEFAULT = 2,
 };
 
 // Where a record sits relative to its kernel launch.
@@ -42,9 +53,11 @@ enum {
 // Starts a new run of a model on this thread: resets launch and call indices.
 void aoti_debug_printer_begin_run(void);
 // Marks a kernel launch. BEFORE_LAUNCH advances this thread's launch index
-// and the kernel's call index; a nonzero `announce` also prints the event
-// (level 3, or any level's kernel-name line).
-void aoti_debug_printer_launch(int32_t phase, const char* kernel, int32_t announce);
+// and the kernel's call index. While the sync setting applies, AFTER_LAUNCH
+// waits for the GPU and checks CUDA's error state: on an error it writes a
+// record that names this kernel and returns nonzero, and the caller must
+// stop the run (the CUDA context is lost).
+int32_t aoti_debug_printer_launch(int32_t phase, const char* kernel, int32_t flags);
 // One tensor argument: print a record or save a snapshot.
 void aoti_debug_printer_tensor(
     int32_t action, int32_t phase, const char* kernel, const char* arg,
@@ -65,7 +78,7 @@ typedef struct aoti_debug_printer_api {
   uint32_t abi_version;
   uint32_t size;
   void (*begin_run)(void);
-  void (*launch)(int32_t, const char*, int32_t);
+  int32_t (*launch)(int32_t, const char*, int32_t);
   void (*tensor)(int32_t, int32_t, const char*, const char*, AtenTensorHandle);
   void (*int64)(int32_t, int32_t, const char*, const char*, int64_t);
   void (*float64)(int32_t, int32_t, const char*, const char*, double);
@@ -89,6 +102,8 @@ void aoti_torch_save_tensor_handle(
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 
 namespace aoti_debug_printer {
@@ -124,6 +139,16 @@ inline const aoti_debug_printer_api* load_api(const char* built_with) {
     return static_cast<const aoti_debug_printer_api*>(nullptr);
   }();
   return api;
+}
+
+// A launch event; throws when the check after a kernel found a CUDA error,
+// which ends the model's run with an error that names the kernel.
+inline void launch(const aoti_debug_printer_api* api, int32_t phase, const char* kernel,
+                   int32_t flags) {
+  if (api && api->launch(phase, kernel, flags) != 0) {
+    throw std::runtime_error(std::string("aoti-debug-printer: CUDA error at kernel ") + kernel +
+                             "; its record is above");
+  }
 }
 
 // One call site for every argument the codegen emits: the C++ type of the

@@ -2,6 +2,7 @@
 // calls `record`, `launch` and `begin_run`; tests call the rest. Everything
 // goes through shim.h, the same code the C ABI runs.
 #include "aoti_debug_printer.h"
+#include "device.h"
 #include "save.h"
 #include "settings.h"
 #include "shim.h"
@@ -24,8 +25,24 @@ py::object scalar_to_py(const std::optional<c10::Scalar>& s) {
   return py::float_(s->toDouble());
 }
 
-py::dict stats_dict(const at::Tensor& t) {
-  const TensorStats s = compute_stats(to_host(t));
+// `on`: "auto" (where the record path computes them), "host" (one copy,
+// then the CPU), "device" (the fused kernel; CUDA tensors only).
+py::dict stats_dict(const at::Tensor& t, const std::string& on) {
+  TensorStats s;
+  {
+    py::gil_scoped_release no_gil;
+    if (on == "auto") {
+      s = read_contents(t, 0).stats;
+    } else if (on == "host") {
+      s = compute_stats(to_host(t));
+    } else if (on == "device") {
+      TORCH_CHECK(device::computes_stats_on(t), "no device statistics for a tensor on ", t.device(),
+                  " in this build");
+      s = device::snapshot(t, false).stats;
+    } else {
+      throw std::invalid_argument("on must be 'auto', 'host' or 'device', got '" + on + "'");
+    }
+  }
   py::dict d;
   d["numel"] = s.numel;
   d["finite"] = s.finite;
@@ -65,6 +82,17 @@ void record(int32_t action, int32_t phase, const std::string& kernel, const std:
   }
 }
 
+// The JIT wrapper's launch event: a CUDA error found after a kernel becomes
+// a Python exception that names it.
+void launch_event(int32_t phase, const std::string& kernel, int32_t flags) {
+  std::string failure;
+  {
+    py::gil_scoped_release no_gil;
+    failure = launch(phase, kernel, flags);
+  }
+  if (!failure.empty()) throw std::runtime_error("aoti-debug-printer: " + failure);
+}
+
 std::string library_path() {
   Dl_info info{};
   if (dladdr(reinterpret_cast<void*>(&aoti_debug_printer_get_api), &info) == 0 || !info.dli_fname) {
@@ -95,16 +123,22 @@ PYBIND11_MODULE(_C, m) {
   m.attr("ABI_VERSION") = AOTI_DEBUG_PRINTER_ABI_VERSION;
   m.attr("SAVE") = static_cast<int>(AOTI_DEBUG_PRINTER_SAVE);
   m.attr("PRINT") = static_cast<int>(AOTI_DEBUG_PRINTER_PRINT);
+  m.attr("WATCH") = static_cast<int>(AOTI_DEBUG_PRINTER_WATCH);
+  m.attr("ANNOUNCE") = static_cast<int>(AOTI_DEBUG_PRINTER_ANNOUNCE);
+  m.attr("SYNC_BY_DEFAULT") = static_cast<int>(AOTI_DEBUG_PRINTER_SYNC_BY_DEFAULT);
   m.attr("BEFORE_LAUNCH") = static_cast<int>(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH);
   m.attr("AFTER_LAUNCH") = static_cast<int>(AOTI_DEBUG_PRINTER_AFTER_LAUNCH);
   m.attr("MODEL_INPUT") = static_cast<int>(AOTI_DEBUG_PRINTER_MODEL_INPUT);
 
   m.def("begin_run", &begin_run, "Start a new run on this thread.");
-  m.def("launch", &launch, py::arg("phase"), py::arg("kernel"), py::arg("announce"),
-        "Mark a kernel launch (before advances the launch and call indices).");
+  m.def("launch", &launch_event, py::arg("phase"), py::arg("kernel"), py::arg("flags"),
+        "Mark a kernel launch; raises RuntimeError when a CUDA error is found after a kernel.");
   m.def("record", &record, py::arg("action"), py::arg("phase"), py::arg("kernel"), py::arg("arg"),
         py::arg("value"), "Print or save one kernel argument.");
-  m.def("stats", &stats_dict, py::arg("tensor"), "The fused statistics of a tensor.");
+  m.def("stats", &stats_dict, py::arg("tensor"), py::arg("on") = "auto",
+        "The fused statistics of a tensor.");
+  m.def("has_device_stats", [](const at::Tensor& t) { return device::computes_stats_on(t); },
+        py::arg("tensor"));
   m.def("set_option", &set_option, py::arg("key"), py::arg("value"));
   m.def("get_option", &get_option, py::arg("key"));
   m.def("save_failures", &save_failures);

@@ -1,5 +1,7 @@
 #include "record.h"
 
+#include "device.h"
+
 #include <ATen/Dispatch_v2.h>
 #include <c10/util/complex.h>
 
@@ -75,7 +77,9 @@ std::vector<std::string> flat_values(const at::Tensor& host) {
 
 // "[aoti-debug-printer] PHASE KERNEL ARG<detail> (run R, launch L, call C)"
 std::string where_text(const Where& w, const std::string& detail = "") {
-  std::string head = "[aoti-debug-printer] " + w.phase;
+  std::string head = "[aoti-debug-printer] ";
+  if (w.rank >= 0) head += "rank " + std::to_string(w.rank) + " ";
+  head += w.phase;
   if (!w.kernel.empty()) head += " " + w.kernel;
   if (!w.arg.empty()) head += " " + w.arg;
   head += detail;
@@ -121,15 +125,30 @@ std::string json_where(const Where& w) {
   return "\"phase\": " + json_string(w.phase) + ", \"kernel\": " + json_string(w.kernel) +
          ", \"arg\": " + json_string(w.arg) + ", \"run\": " + std::to_string(w.run) +
          ", \"launch\": " + std::to_string(w.launch) + ", \"call\": " + std::to_string(w.call) +
-         ", \"pid\": " + std::to_string(static_cast<int64_t>(getpid()));
+         ", \"rank\": " + std::to_string(w.rank) + ", \"pid\": " + std::to_string(static_cast<int64_t>(getpid()));
 }
 
 at::Tensor to_host(const at::Tensor& t) {
   return t.device().is_cpu() ? t : t.to(at::kCPU);
 }
 
-TensorRecord describe(const Where& where, const at::Tensor& t, const at::Tensor& host,
-                      int64_t max_values) {
+Contents host_contents(const at::Tensor& host, int64_t max_values) {
+  Contents c;
+  c.stats = compute_stats(host);
+  if (c.stats.unsupported.empty() && host.numel() > 0 && host.numel() <= max_values) {
+    c.values = host;
+  }
+  return c;
+}
+
+Contents read_contents(const at::Tensor& t, int64_t max_values) {
+  if (!device::computes_stats_on(t)) return host_contents(to_host(t), max_values);
+  device::Snapshot snap = device::snapshot(t, t.numel() > 0 && t.numel() <= max_values);
+  if (!snap.stats.unsupported.empty()) snap.values = at::Tensor();
+  return {std::move(snap.stats), std::move(snap.values)};
+}
+
+TensorRecord describe(const Where& where, const at::Tensor& t, const Contents& contents) {
   TensorRecord r;
   r.where = where;
   r.defined = true;
@@ -144,11 +163,99 @@ TensorRecord describe(const Where& where, const at::Tensor& t, const at::Tensor&
     r.stride = t.strides().vec();
     r.contiguous = t.is_contiguous();
   }
-  r.stats = compute_stats(host);
-  if (r.stats.unsupported.empty() && r.numel > 0 && r.numel <= max_values) {
-    r.values = flat_values(host);
-  }
+  r.stats = contents.stats;
+  if (contents.values.defined()) r.values = flat_values(contents.values);
   return r;
+}
+
+WatchedArg watch(const std::string& name, const at::Tensor& t, bool keep_host_copy) {
+  WatchedArg a;
+  a.name = name;
+  a.shape = t.sizes().vec();
+  a.dtype = dtype_name(t.scalar_type());
+  a.device = t.device().str();
+  if (t.layout() != at::kStrided || !t.has_storage()) return a;
+  a.data = reinterpret_cast<uintptr_t>(t.const_data_ptr());
+  if (t.numel() > 0) {
+    // torch strides are never negative: the last element is the farthest.
+    int64_t last = 0;
+    for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
+    a.span = static_cast<uint64_t>((last + 1) * static_cast<int64_t>(t.element_size()));
+  }
+  a.storage = reinterpret_cast<uintptr_t>(t.storage().data());
+  a.storage_bytes = t.storage().nbytes();
+  if (t.is_cuda()) {
+    const device::Allocation alloc = device::allocation_of(t.const_data_ptr());
+    a.allocation_known = alloc.known;
+    a.allocation = alloc.base;
+    a.allocation_bytes = alloc.size;
+  }
+  if (keep_host_copy) a.host = to_host(t).clone();
+  return a;
+}
+
+namespace {
+std::string hex(uintptr_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%" PRIxPTR, v);
+  return buf;
+}
+
+// "[begin, end) inside" for a span and the range that should hold it.
+bool holds(uintptr_t base, uint64_t size, uintptr_t data, uint64_t span) {
+  return data >= base && data + span <= base + size;
+}
+} // namespace
+
+std::string format_cuda_error(const Where& where, const std::string& error,
+                              const std::vector<WatchedArg>& args, bool json) {
+  std::ostringstream out;
+  if (json) {
+    out << "{\"event\": \"cuda_error\", " << json_where(where) << ", \"error\": " << json_string(error)
+        << ", \"args\": [";
+    for (size_t i = 0; i < args.size(); ++i) {
+      const WatchedArg& a = args[i];
+      out << (i ? ", " : "") << "{\"arg\": " << json_string(a.name) << ", \"shape\": " << list(a.shape)
+          << ", \"dtype\": " << json_string(a.dtype) << ", \"device\": " << json_string(a.device)
+          << ", \"data_ptr\": " << json_string(hex(a.data)) << ", \"span_bytes\": " << a.span
+          << ", \"inside_storage\": "
+          << (holds(a.storage, a.storage_bytes, a.data, a.span) ? "true" : "false")
+          << ", \"inside_allocation\": "
+          << (a.allocation_known ? (holds(a.allocation, a.allocation_bytes, a.data, a.span) ? "true" : "false")
+                                 : "null");
+      if (!a.saved_as.empty()) out << ", \"file\": " << json_string(a.saved_as);
+      out << "}";
+    }
+    out << "]}\n";
+    return out.str();
+  }
+  Where w = where;
+  w.phase = "CUDA ERROR at " + w.phase;
+  out << where_text(w, ": " + error) << "\n";
+  if (where.launch < 0) {
+    out << "    found before this run's first kernel: an earlier CUDA operation failed, not one of "
+           "this model's kernels\n";
+    return out.str();
+  }
+  out << "    the first failed check since this kernel was launched: this kernel failed\n";
+  if (args.empty()) {
+    out << "    (its arguments were not recorded: the filter did not select it, or it has no "
+           "tensor arguments)\n";
+  }
+  for (const WatchedArg& a : args) {
+    out << "    " << a.name << ": shape=" << list(a.shape) << " dtype=" << a.dtype
+        << " device=" << a.device << " data_ptr=" << hex(a.data) << " bytes=[" << hex(a.data)
+        << ", " << hex(a.data + a.span) << ")\n      storage=[" << hex(a.storage) << ", "
+        << hex(a.storage + a.storage_bytes) << ") "
+        << (holds(a.storage, a.storage_bytes, a.data, a.span) ? "inside" : "OUTSIDE");
+    if (a.allocation_known) {
+      out << "; allocation=[" << hex(a.allocation) << ", " << hex(a.allocation + a.allocation_bytes)
+          << ") " << (holds(a.allocation, a.allocation_bytes, a.data, a.span) ? "inside" : "OUTSIDE");
+    }
+    if (!a.saved_as.empty()) out << "; saved as " << a.saved_as;
+    out << "\n";
+  }
+  return out.str();
 }
 
 TensorRecord describe_problem(const Where& where, std::string problem) {

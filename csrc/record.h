@@ -20,6 +20,7 @@ struct Where {
   int64_t run = -1;    // -1: outside any run the generated code announced
   int64_t launch = -1;
   int64_t call = -1;   // how many times this kernel ran before, in this run
+  int64_t rank = -1;   // the process's distributed rank; -1 outside one
 };
 
 struct TensorRecord {
@@ -39,10 +40,20 @@ struct TensorRecord {
 // The one device-to-host copy: the tensor in its own dtype, on the CPU.
 at::Tensor to_host(const at::Tensor& t);
 
-// Metadata, statistics and (for small tensors) values of `t`, read from
-// `host` (to_host(t)).
-TensorRecord describe(const Where& where, const at::Tensor& t, const at::Tensor& host,
-                      int64_t max_values);
+// What a record reads from a tensor's elements: statistics, and the values
+// of tensors with at most max_values elements (a CPU tensor, else undefined).
+struct Contents {
+  TensorStats stats;
+  at::Tensor values;
+};
+// CUDA tensors are reduced on their device, and the statistics and values
+// come back in one copy; other tensors are copied to the host once.
+Contents read_contents(const at::Tensor& t, int64_t max_values);
+// The same from a host copy already made (the saver's).
+Contents host_contents(const at::Tensor& host, int64_t max_values);
+
+// Metadata of `t`, with its contents.
+TensorRecord describe(const Where& where, const at::Tensor& t, const Contents& contents);
 // A record that carries only a problem (null handle, undefined tensor).
 TensorRecord describe_problem(const Where& where, std::string problem);
 
@@ -57,6 +68,31 @@ std::string format_json(const TensorRecord& r, const std::string& extra = "");
 std::string format_scalar(const Where& where, const char* type, const std::string& value,
                           bool json);
 std::string format_launch(const Where& where, bool json);
+
+// A kernel's tensor argument as it was at launch, kept while the printer
+// checks for CUDA errors after kernels: enough to say, once the context is
+// dead, what the kernel was given and whether it lay where it should.
+struct WatchedArg {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::string dtype, device;
+  uintptr_t data = 0;
+  // The bytes the tensor's elements span, from `data`.
+  uint64_t span = 0;
+  uintptr_t storage = 0;
+  uint64_t storage_bytes = 0;
+  bool allocation_known = false;
+  uintptr_t allocation = 0;
+  uint64_t allocation_bytes = 0;
+  // A host copy, taken before launch when replay is on.
+  at::Tensor host;
+  std::string saved_as;
+};
+WatchedArg watch(const std::string& name, const at::Tensor& t, bool keep_host_copy);
+
+// The record of a CUDA error found by the check after `where`'s kernel.
+std::string format_cuda_error(const Where& where, const std::string& error,
+                              const std::vector<WatchedArg>& args, bool json);
 
 // JSON helpers shared with the saver.
 std::string json_string(const std::string& s);

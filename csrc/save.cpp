@@ -137,7 +137,9 @@ std::string save_snapshot(const std::string& dir, const TensorRecord& record,
   // two calls of one kernel, publish() the same snapshot taken again.
   char launch[32];
   std::snprintf(launch, sizeof launch, "%05lld", static_cast<long long>(w.launch));
+  // Ranks of one job share a directory: the rank leads, so names never collide.
   const std::string stem =
+      (w.rank >= 0 ? "rank" + std::to_string(w.rank) + "-" : std::string()) +
       "run" + std::to_string(w.run) +
       (w.launch < 0 ? "-" + phase_tag(w.phase) + "-" + safe_name_part(w.arg)
                     : "-launch" + std::string(launch) + "-" + phase_tag(w.phase) + "-" +

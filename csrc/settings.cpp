@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <mutex>
 #include <stdexcept>
 
@@ -13,6 +14,40 @@ namespace {
 std::mutex& settings_mutex() {
   static std::mutex mu;
   return mu;
+}
+
+int64_t whole_number(const std::string& key, const std::string& value, int64_t min) {
+  char* end = nullptr;
+  errno = 0;
+  const long long n = std::strtoll(value.c_str(), &end, 10);
+  if (value.empty() || *end != '\0' || errno != 0 || n < min) {
+    throw std::invalid_argument(key + " must be a whole number >= " + std::to_string(min) +
+                                ", got '" + value + "'");
+  }
+  return n;
+}
+
+bool flag(const std::string& key, const std::string& value) {
+  if (value == "1" || value == "on" || value == "true") return true;
+  if (value == "0" || value == "off" || value == "false") return false;
+  throw std::invalid_argument(key + " must be 1/on or 0/off, got '" + value + "'");
+}
+
+// "0,2-3" -> [0,0], [2,3].
+std::vector<std::pair<int64_t, int64_t>> rank_ranges(const std::string& spec) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  if (spec.empty() || spec == "all") return out;
+  size_t start = 0;
+  while (start <= spec.size()) {
+    const size_t comma = std::min(spec.find(',', start), spec.size());
+    const std::string part = spec.substr(start, comma - start);
+    const size_t dash = part.find('-');
+    const int64_t lo = whole_number("ranks", part.substr(0, dash), 0);
+    const int64_t hi = dash == std::string::npos ? lo : whole_number("ranks", part.substr(dash + 1), lo);
+    out.emplace_back(lo, hi);
+    start = comma + 1;
+  }
+  return out;
 }
 
 void apply(Settings& s, const std::string& key, const std::string& value) {
@@ -31,16 +66,20 @@ void apply(Settings& s, const std::string& key, const std::string& value) {
     if (value.empty()) throw std::invalid_argument("dump_dir must not be empty");
     s.dump_dir = value;
   } else if (key == "max_values") {
-    char* end = nullptr;
-    errno = 0;
-    const long long n = std::strtoll(value.c_str(), &end, 10);
-    if (value.empty() || *end != '\0' || errno != 0 || n < 0) {
-      throw std::invalid_argument("max_values must be a whole number >= 0, got '" + value + "'");
-    }
-    s.max_values = n;
+    s.max_values = whole_number(key, value, 0);
+  } else if (key == "sync") {
+    s.sync = value == "auto" ? Sync::Auto : flag(key, value) ? Sync::On : Sync::Off;
+  } else if (key == "replay") {
+    s.replay = flag(key, value);
+  } else if (key == "rank") {
+    s.rank = whole_number(key, value, -1);
+  } else if (key == "ranks") {
+    s.rank_ranges = rank_ranges(value);
+    s.ranks = value;
   } else {
     throw std::invalid_argument(
-        "unknown option '" + key + "' (known: output, format, dump_dir, max_values)");
+        "unknown option '" + key +
+        "' (known: output, format, dump_dir, max_values, sync, replay, rank, ranks)");
   }
 }
 
@@ -49,6 +88,11 @@ Settings& settings() {
   static Settings s = [] {
     Settings init;
     const std::pair<const char*, const char*> env[] = {
+        {"rank", "RANK"},
+        {"rank", "AOTI_DEBUG_PRINTER_RANK"},
+        {"ranks", "AOTI_DEBUG_PRINTER_RANKS"},
+        {"sync", "AOTI_DEBUG_PRINTER_SYNC"},
+        {"replay", "AOTI_DEBUG_PRINTER_REPLAY"},
         {"output", "AOTI_DEBUG_PRINTER_OUTPUT"},
         {"format", "AOTI_DEBUG_PRINTER_FORMAT"},
         {"dump_dir", "AOTI_DEBUG_PRINTER_DUMP_DIR"},
@@ -83,6 +127,15 @@ Sink& sink() {
 
 } // namespace
 
+bool Settings::rank_selected() const {
+  // A process outside any distributed run has no rank to select by.
+  if (rank_ranges.empty() || rank < 0) return true;
+  for (const auto& [lo, hi] : rank_ranges) {
+    if (rank >= lo && rank <= hi) return true;
+  }
+  return false;
+}
+
 Settings current_settings() {
   std::lock_guard<std::mutex> lock(settings_mutex());
   return settings();
@@ -101,6 +154,10 @@ std::string get_option(const std::string& key) {
   if (key == "format") return s.format == Format::Text ? "text" : "jsonl";
   if (key == "dump_dir") return s.dump_dir;
   if (key == "max_values") return std::to_string(s.max_values);
+  if (key == "sync") return s.sync == Sync::Auto ? "auto" : s.sync == Sync::On ? "on" : "off";
+  if (key == "replay") return s.replay ? "on" : "off";
+  if (key == "rank") return std::to_string(s.rank);
+  if (key == "ranks") return s.ranks.empty() ? "all" : s.ranks;
   throw std::invalid_argument("unknown option '" + key + "'");
 }
 

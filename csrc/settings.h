@@ -3,10 +3,19 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace aoti_debug_printer {
 
 enum class Format { Text, Jsonl };
+
+// When to wait for the GPU after a kernel and check CUDA's error state.
+enum class Sync {
+  Auto,  // after every kernel of a model compiled at level 3
+  On,    // after every kernel, at every level
+  Off,
+};
 
 struct Settings {
   // AOTI_DEBUG_PRINTER_OUTPUT: "stdout" (default, as upstream), "stderr", or
@@ -19,6 +28,22 @@ struct Settings {
   // AOTI_DEBUG_PRINTER_MAX_VALUES: tensors with at most this many elements
   // also print their values; 0 turns values off.
   int64_t max_values = 64;
+  // AOTI_DEBUG_PRINTER_SYNC: "auto", "on"/"1", "off"/"0".
+  Sync sync = Sync::Auto;
+  // AOTI_DEBUG_PRINTER_REPLAY=1: while syncing, keep a host copy of each
+  // kernel's tensor arguments until it has completed; a failing kernel's
+  // are saved to dump_dir, so that it can be replayed on its own.
+  bool replay = false;
+  // AOTI_DEBUG_PRINTER_RANK, else RANK (torchrun's): this process's rank in
+  // records and file names; -1 outside distributed runs.
+  int64_t rank = -1;
+  // AOTI_DEBUG_PRINTER_RANKS: the ranks that record, e.g. "0" or "0,2-3";
+  // empty or "all" for every rank.
+  std::string ranks;
+  std::vector<std::pair<int64_t, int64_t>> rank_ranges;
+
+  // Whether this process records at all under `ranks`.
+  bool rank_selected() const;
 };
 
 // A copy, so callers never hold the lock while they format or write.

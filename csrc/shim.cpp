@@ -2,6 +2,7 @@
 // runs its body through `guarded`, which reports and swallows.
 #include "aoti_debug_printer.h"
 
+#include "device.h"
 #include "save.h"
 #include "settings.h"
 #include "shim.h"
@@ -11,6 +12,7 @@
 #include <atomic>
 #include <cstdio>
 #include <exception>
+#include <vector>
 #include <unordered_map>
 
 namespace aoti_debug_printer {
@@ -23,6 +25,10 @@ struct ThreadState {
   int64_t launch = -1;
   int64_t call = -1;
   std::unordered_map<std::string, int64_t> calls;
+  // Between a kernel's before and after events, while checking for CUDA
+  // errors after it: its tensor arguments.
+  bool syncing = false;
+  std::vector<WatchedArg> watched;
 };
 thread_local ThreadState state;
 std::atomic<int64_t> next_run{0};
@@ -85,15 +91,60 @@ void begin_run() {
   state.calls.clear();
 }
 
-void launch(int32_t phase, const std::string& kernel, bool announce) {
+std::string launch(int32_t phase, const std::string& kernel, int32_t flags) {
   if (phase == AOTI_DEBUG_PRINTER_BEFORE_LAUNCH) {
     ++state.launch;
     state.call = state.calls[kernel]++;
+    state.watched.clear();
   }
-  if (announce) {
-    const Settings settings = current_settings();
-    emit(settings, format_launch(where_now(phase, kernel, ""), settings.format == Format::Jsonl));
+  const Settings settings = current_settings();
+  if (!settings.rank_selected()) return "";
+  const bool json = settings.format == Format::Jsonl;
+  if (phase == AOTI_DEBUG_PRINTER_BEFORE_LAUNCH) {
+    state.syncing = settings.sync == Sync::On ||
+                    (settings.sync == Sync::Auto && (flags & AOTI_DEBUG_PRINTER_SYNC_BY_DEFAULT));
+    // Before the first kernel of a run, an error already pending is not
+    // this model's: say so rather than blame its first kernel.
+    if (state.syncing && state.launch == 0) {
+      const std::string error = device::check_current_stream();
+      if (!error.empty()) {
+        Where w = where_now(phase, kernel, "");
+        w.launch = w.call = -1;
+        emit(settings, format_cuda_error(w, error, {}, json));
+        return "a CUDA error was pending before the first kernel (" + error + ")";
+      }
+    }
   }
+  if (phase == AOTI_DEBUG_PRINTER_AFTER_LAUNCH && state.syncing) {
+    const std::string error = device::check_current_stream();
+    if (!error.empty()) {
+      const Where w = where_now(phase, kernel, "");
+      if (settings.replay) {
+        for (WatchedArg& a : state.watched) {
+          if (!a.host.defined()) continue;
+          Where at = w;
+          at.phase = phase_name(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH);
+          at.arg = a.name;
+          saving([&] {
+            a.saved_as = settings.dump_dir + "/" +
+                         save_snapshot(settings.dump_dir, describe(at, a.host, host_contents(a.host, 0)),
+                                       a.host);
+          });
+        }
+      }
+      const std::string record = format_cuda_error(w, error, state.watched, json);
+      emit(settings, record);
+      if (settings.output != "stderr") {
+        report_error("CUDA error after kernel " + kernel + " (launch " + std::to_string(w.launch) +
+                     "): " + error);
+      }
+      state.watched.clear();
+      return "kernel " + kernel + " (launch " + std::to_string(w.launch) + ") failed: " + error;
+    }
+    state.watched.clear();
+  }
+  if (flags & AOTI_DEBUG_PRINTER_ANNOUNCE) emit(settings, format_launch(where_now(phase, kernel, ""), json));
+  return "";
 }
 
 Where where_now(int32_t phase, const std::string& kernel, const std::string& arg) {
@@ -102,6 +153,7 @@ Where where_now(int32_t phase, const std::string& kernel, const std::string& arg
   w.kernel = kernel;
   w.arg = arg;
   w.run = state.run;
+  w.rank = current_settings().rank;
   if (phase != AOTI_DEBUG_PRINTER_MODEL_INPUT) {
     w.launch = state.launch;
     w.call = state.call;
@@ -111,24 +163,34 @@ Where where_now(int32_t phase, const std::string& kernel, const std::string& arg
 
 void record_tensor(int32_t action, const Where& where, const at::Tensor* t) {
   const Settings settings = current_settings();
+  if (!settings.rank_selected()) return;
+  const bool defined = t != nullptr && t->defined();
+  if (state.syncing && defined && where.phase == phase_name(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH)) {
+    state.watched.push_back(watch(where.arg, *t, settings.replay));
+  }
+  if (action == AOTI_DEBUG_PRINTER_WATCH) return;
   const bool json = settings.format == Format::Jsonl;
-  if (t == nullptr || !t->defined()) {
+  if (!defined) {
     const TensorRecord r = describe_problem(where, t ? "undefined tensor" : "null tensor handle");
     emit(settings, format_record(r, json));
     return;
   }
-  const at::Tensor host = to_host(*t);
   if (action == AOTI_DEBUG_PRINTER_SAVE) {
-    const TensorRecord r = describe(where, *t, host, /*max_values=*/0);
+    // A snapshot needs every element on the host anyway: one copy, and the
+    // manifest's statistics from it.
+    const at::Tensor host = to_host(*t);
+    const TensorRecord r = describe(where, *t, host_contents(host, 0));
     saving([&] { save_snapshot(settings.dump_dir, r, host); });
     return;
   }
-  const TensorRecord r = describe(where, *t, host, settings.max_values);
+  const TensorRecord r = describe(where, *t, read_contents(*t, settings.max_values));
   emit(settings, format_record(r, json));
 }
 
 void record_scalar(int32_t action, const Where& where, const char* type, const std::string& value) {
+  if (action == AOTI_DEBUG_PRINTER_WATCH) return;
   const Settings settings = current_settings();
+  if (!settings.rank_selected()) return;
   if (action == AOTI_DEBUG_PRINTER_SAVE) {
     // No file to hold a scalar: its manifest line carries the value.
     saving([&] { append_to_manifest(settings.dump_dir, format_scalar(where, type, value, true)); });
@@ -163,8 +225,10 @@ void aoti_debug_printer_begin_run(void) {
   guarded(__func__, [] { begin_run(); });
 }
 
-void aoti_debug_printer_launch(int32_t phase, const char* kernel, int32_t announce) {
-  guarded(__func__, [&] { launch(phase, or_empty(kernel), announce != 0); });
+int32_t aoti_debug_printer_launch(int32_t phase, const char* kernel, int32_t flags) {
+  int32_t failed = 0;
+  guarded(__func__, [&] { failed = launch(phase, or_empty(kernel), flags).empty() ? 0 : 1; });
+  return failed;
 }
 
 void aoti_debug_printer_tensor(int32_t action, int32_t phase, const char* kernel,

@@ -12,14 +12,17 @@
 namespace aoti_debug_printer {
 
 void begin_run();
-void launch(int32_t phase, const std::string& kernel, bool announce);
+// `flags`: AOTI_DEBUG_PRINTER_ANNOUNCE, AOTI_DEBUG_PRINTER_SYNC_BY_DEFAULT.
+// Returns "" or, when the check after a kernel found a CUDA error (already
+// reported on the output), a message that names the kernel.
+std::string launch(int32_t phase, const std::string& kernel, int32_t flags);
 
 // The Where of a record taken now on this thread.
 Where where_now(int32_t phase, const std::string& kernel, const std::string& arg);
 std::string phase_name(int32_t phase);
 
-// `t == nullptr` stands for a null handle. `action` is AOTI_DEBUG_PRINTER_SAVE
-// or AOTI_DEBUG_PRINTER_PRINT. Save failures are reported, never thrown.
+// `t == nullptr` stands for a null handle. `action` is AOTI_DEBUG_PRINTER_SAVE,
+// _PRINT or _WATCH. Save failures are reported, never thrown.
 void record_tensor(int32_t action, const Where& where, const at::Tensor* t);
 void record_scalar(int32_t action, const Where& where, const char* type, const std::string& value);
 

@@ -29,10 +29,11 @@ def eager(model_name):
         return model(*inputs)
 
 
-def launches(source: str, phase: int, announce: int | None = None) -> list[str]:
+def launches(source: str, phase: int, flags: int | None = None) -> list[str]:
     """Kernel names of the launch events the generated code emits."""
-    flag = r"\d" if announce is None else str(announce)
-    pattern = r'->launch\(' + str(phase) + r', "([^"]+)", (' + flag + r')\);'
+    flag = r"\d" if flags is None else str(flags)
+    pattern = (r'aoti_debug_printer::launch\(AOTI_DEBUG_PRINTER_API, ' + str(phase) +
+               r', "([^"]+)", (' + flag + r')\);')
     return [m.group(1) for m in re.finditer(pattern, source)]
 
 
@@ -65,10 +66,12 @@ def test_generated_calls_per_level(package, level):
     values = re.findall(r"aoti_debug_printer::value\(AOTI_DEBUG_PRINTER_API, (\d), (\d),", source)
     assert launches(source, 0) == kernels
     if level == 3:
-        assert launches(source, 1, announce=1) == kernels
-        assert values == []
+        # Announced, and checked for CUDA errors by default.
+        assert launches(source, 1, flags=3) == kernels
+        # Arguments are only noted (WATCH), before launch.
+        assert values and set(values) == {("3", "0")}
     else:
-        assert launches(source, 1) == []
+        assert launches(source, 1, flags=0) == kernels
         assert {a for a, _ in values} == {str(level)}
         # Every kernel records before and after, and the inputs once.
         assert sum(p == "0" for _, p in values) == sum(p == "1" for _, p in values) >= len(kernels)
@@ -84,13 +87,14 @@ def test_filter_applies_at_every_level(package, level):
     assert 0 < len(selected) < len(kernels)
     recorded = {k for k in re.findall(r'aoti_debug_printer::value\([^;]*?, "([^"]*)", "', source)}
     if level == 3:
-        assert launches(source, 0, announce=1) == selected
-        assert launches(source, 1, announce=1) == selected
-        assert recorded == set()
+        assert launches(source, 0, flags=3) == selected
+        assert launches(source, 1, flags=3) == selected
+        # Unselected kernels are still checked for CUDA errors, silently.
+        assert launches(source, 1, flags=2) == [k for k in kernels if k not in selected]
     else:
         # Unselected kernels still advance the launch index, silently.
-        assert launches(source, 0, announce=0) == kernels
-        assert recorded - {""} == set(selected)
+        assert launches(source, 0, flags=0) == kernels
+    assert recorded - {""} == set(selected)
 
 
 def test_level2_records_every_kernel(package, records):

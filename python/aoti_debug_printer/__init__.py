@@ -59,14 +59,17 @@ def _shim():
     return _C
 
 
-def stats(tensor) -> dict[str, Any]:
-    """The shim's fused statistics of one tensor, as a dict."""
-    return _shim().stats(tensor)
+def stats(tensor, on: str = "auto") -> dict[str, Any]:
+    """The shim's fused statistics of one tensor, as a dict. `on` picks where
+    they are computed: "auto" (as records do: on the GPU for CUDA tensors),
+    "host" (one copy to the CPU) or "device" (CUDA tensors only)."""
+    return _shim().stats(tensor, on)
 
 
 def set_option(key: str, value: Any) -> None:
-    """Change a run-time setting of the shim: output, format, dump_dir or
-    max_values (see README). Raises ValueError on a bad key or value."""
+    """Change a run-time setting of the shim (see README, "Settings"): output,
+    format, dump_dir, max_values, sync, replay, rank, ranks. Raises ValueError
+    on a bad key or value."""
     _shim().set_option(key, str(value))
 
 

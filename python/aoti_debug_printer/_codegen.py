@@ -27,8 +27,9 @@ _NOT_VARIABLES = frozenset({"nullptr", "true", "false", "None", "True", "False",
 _PY_MODULE = "_aoti_debug_printer"
 
 # Values of the C enums in aoti_debug_printer.h.
-SAVE, PRINT = 1, 2
+SAVE, PRINT, WATCH = 1, 2, 3
 BEFORE_LAUNCH, AFTER_LAUNCH, MODEL_INPUT = 0, 1, 2
+ANNOUNCE, SYNC_BY_DEFAULT = 1, 2
 
 
 class IntermediateValueDebuggingLevel(Enum):
@@ -169,11 +170,12 @@ class DebugPrinterManager:
             return
         selected = self.kernel_filter(kernel_name)
         phase = BEFORE_LAUNCH if before_launch else AFTER_LAUNCH
-        announce = selected and level is IntermediateValueDebuggingLevel.PRINT_KERNEL_NAMES_ONLY
-        # Every kernel advances the launch index, selected or not, so indices
-        # do not depend on the filter; only level 3 needs the after event.
-        if before_launch or announce:
-            self._emit_launch(phase, kernel_name, announce)
+        names_only = level is IntermediateValueDebuggingLevel.PRINT_KERNEL_NAMES_ONLY
+        flags = (ANNOUNCE if selected and names_only else 0) | (SYNC_BY_DEFAULT if names_only else 0)
+        # Every kernel gets both events, selected or not: launch indices do
+        # not depend on the filter, and the after event is where the shim
+        # checks for CUDA errors when syncing.
+        self._emit_launch(phase, kernel_name, flags)
         if not selected:
             return
         if level is IntermediateValueDebuggingLevel.SAVE_ONLY:
@@ -182,6 +184,10 @@ class DebugPrinterManager:
         elif level is IntermediateValueDebuggingLevel.PRINT_ONLY:
             self.codegen_intermediate_tensor_value_print(
                 args_to_print_or_save, kernel_name, before_launch, arg_signatures)
+        elif before_launch:
+            # Level 3 notes the arguments, so that a CUDA error found after
+            # the kernel can say what it was given.
+            self._codegen_records(WATCH, args_to_print_or_save, kernel_name, before_launch)
 
     def codegen_model_inputs_value_print(self, input_args_to_print: list[str]) -> None:
         """Called by the C++ wrapper once, where the inputs are unpacked: the
@@ -242,8 +248,14 @@ class DebugPrinterManager:
                     f"aoti_debug_printer_api_->{function}({cpp});")
         return f"{_PY_MODULE}.{function}({', '.join(repr(a) for a in args)})"
 
-    def _emit_launch(self, phase: int, kernel: str, announce: bool) -> None:
-        self._writeline(self._api_call("launch", phase, kernel, announce))
+    def _emit_launch(self, phase: int, kernel: str, flags: int) -> None:
+        if self._cpp():
+            # The header's helper throws on a CUDA error, ending the run.
+            line = (f"aoti_debug_printer::launch(AOTI_DEBUG_PRINTER_API, {phase}, "
+                    f"{_c_string(kernel)}, {flags});")
+        else:
+            line = self._api_call("launch", phase, kernel, flags)
+        self._writeline(line)
 
     def _run_start_lines(self, inputs: list[str]) -> list[str]:
         action = self._action()

@@ -135,7 +135,7 @@ _finder = _PostImportFinder()
 
 # Inductor's cache keys know the printer level but not which printer wrote
 # the code: the tag keeps its cached code and ours apart, both ways.
-_CACHE_TAG = "aoti-debug-printer-1"
+_CACHE_TAG = "aoti-debug-printer-2"
 
 
 def _set_cache_tag(on: bool) -> None:

@@ -1,18 +1,35 @@
 #!/usr/bin/env bash
 # On a CUDA machine (the H100 of the device tool): build this package against
-# the torch installed there and run the whole suite, logs under $1.
-#   bash test/gpu/run.sh LOGDIR [pytest args]
+# the torch installed there, then run the tests and the GPU benchmarks, logs
+# under LOGDIR.
+#   bash test/gpu/run.sh LOGDIR [all|tests|bench] [pytest args]
+# "tests" runs the whole suite (the GPU tests included), "bench" the
+# benchmarks (bench/bench_gpu.py, bench/ima_pinpoint.py), "all" both.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-logs=${1:?usage: run.sh LOGDIR [pytest args]}; shift
+logs=${1:?usage: run.sh LOGDIR [all|tests|bench] [pytest args]}; shift
+what=${1:-all}; [ $# -gt 0 ] && shift
 mkdir -p "$logs"
 # Inductor's default compiler there links a libstdc++ that the loaded
 # packages then clash with; the system one does not.
 export CXX=/usr/bin/g++ PYTHONUNBUFFERED=1
 # The GPU image has no Catch2: the C++ suite is skipped there, not failed.
 export AOTI_DEBUG_PRINTER_NO_CATCH2=1
-{ python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0))'
+# Never multicast over NVLink (shared hosts).
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+{ python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0), "x", torch.cuda.device_count())'
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; } 2>&1 | tee "$logs/env.txt"
-python3 -m pip install -q --no-build-isolation . >"$logs/build.log" 2>&1 || { tail -50 "$logs/build.log"; exit 1; }
-python3 -m pytest -p no:cacheprovider -p no:benchmark -n "${JOBS:-6}" "$@" 2>&1 | tee "$logs/pytest.log"
-exit "${PIPESTATUS[0]}"
+python3 -m pip install -v --no-build-isolation . >"$logs/build.log" 2>&1 || { tail -60 "$logs/build.log"; exit 1; }
+grep -m1 "CUDA statistics kernel" "$logs/build.log"
+rc=0
+if [ "$what" = all ] || [ "$what" = tests ]; then
+  # Tests sharing a compiled package run on one worker (xdist groups).
+  python3 -m pytest -p no:cacheprovider -p no:benchmark -n "${JOBS:-8}" --dist loadgroup "$@" \
+    2>&1 | tee "$logs/pytest.log"
+  rc=${PIPESTATUS[0]}
+fi
+if [ "$what" = all ] || [ "$what" = bench ]; then
+  python3 bench/bench_gpu.py 2>&1 | tee "$logs/bench_gpu.log" || rc=1
+  python3 bench/ima_pinpoint.py 2>&1 | tee "$logs/ima_pinpoint.log" || rc=1
+fi
+exit "$rc"

@@ -1,0 +1,157 @@
+"""GPU benchmark (CUDA), all measured side by side in this one run:
+
+1. per-tensor statistics of float32 and bfloat16 tensors of 64 MiB to 1 GiB:
+   ours against the bandwidth floor (bytes read / device-to-device copy
+   bandwidth measured now) and against PyTorch's built-in level-2 print;
+2. one inference of a model with many kernels: printer off, our level 2,
+   the built-in level 2, our level 3 with and without the sync after each
+   kernel, the built-in level 3 (all printing to /dev/null).
+
+    python bench/bench_gpu.py [--sizes-mib 64 256 1024] [--runs 20] [--skip-model]
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as futures
+import multiprocessing
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+import aoti_debug_printer
+from aoti_debug_printer import _C
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_cpu import stdout_to_devnull  # noqa: E402
+
+
+def gpu_ms(fn, runs: int, warmup: int = 3) -> float:
+    """Median wall time of fn() followed by a device sync: what a caller waits."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3
+
+
+def copy_bandwidth(nbytes: int = 2**30) -> float:
+    """Device-to-device copy, bytes read plus written per second."""
+    src = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for _ in range(3):
+        dst.copy_(src)
+    start.record()
+    for _ in range(20):
+        dst.copy_(src)
+    end.record()
+    end.synchronize()
+    return 2 * nbytes * 20 / (start.elapsed_time(end) / 1e3)
+
+
+def bench_stats(sizes_mib: list[int], runs: int) -> None:
+    bw = copy_bandwidth()
+    print(f"\nDevice-to-device copy: {bw / 1e12:.2f} TB/s (read + write); "
+          f"floor = bytes / that bandwidth ({torch.cuda.get_device_name()})")
+    print(f"  {'tensor':<18}{'floor ms':>10}{'ours ms':>10}{'ours/floor':>12}"
+          f"{'record ms':>11}{'built-in ms':>13}{'built-in/floor':>16}{'built-in/ours':>15}")
+    aoti_debug_printer.set_option("output", "stdout")
+    for dtype in (torch.float32, torch.bfloat16):
+        for mib in sizes_mib:
+            numel = mib * 2**20 // torch.tensor([], dtype=dtype).element_size()
+            t = torch.randn(numel, device="cuda").to(dtype)
+            floor = mib * 2**20 / bw * 1e3
+            ours = gpu_ms(lambda: _C.stats(t, "device"), runs)
+            with stdout_to_devnull():
+                record = gpu_ms(lambda: _C.record(_C.PRINT, _C.AFTER_LAUNCH, "k", "t", t), runs)
+                builtin = gpu_ms(lambda: _C.upstream_print_tensor_handle(t, "bench"), runs)
+            name = f"{str(dtype)[6:]} {mib} MiB"
+            print(f"  {name:<18}{floor:>10.3f}{ours:>10.3f}{ours / floor:>11.2f}x"
+                  f"{record:>11.3f}{builtin:>13.3f}{builtin / floor:>15.1f}x{builtin / ours:>14.1f}x")
+            del t
+            torch.cuda.empty_cache()
+
+
+VARIANTS = {
+    "off (level 0)": ("0", True),
+    "ours, level 2": ("2", True),
+    "built-in, level 2": ("2", False),
+    "ours, level 3": ("3", True),
+    "built-in, level 3": ("3", False),
+}
+
+
+def compile_variant(level: str, ours: bool, path: str) -> str:
+    """In a fresh process: compile the many-kernel model for CUDA."""
+    import gpu_models
+
+    (aoti_debug_printer.install if ours else aoti_debug_printer.uninstall)()
+    model, inputs = gpu_models.build("deep")
+    with torch._inductor.config.patch({"aot_inductor.debug_intermediate_value_printer": level}):
+        ep = torch.export.export(model, inputs)
+        return torch._inductor.aoti_compile_and_package(ep, package_path=path)
+
+
+def bench_model(runs: int) -> None:
+    import gpu_models
+
+    _, inputs = gpu_models.build("deep")
+    with tempfile.TemporaryDirectory() as tmp:
+        ctx = multiprocessing.get_context("spawn")
+        with futures.ProcessPoolExecutor(len(VARIANTS), mp_context=ctx) as pool:
+            jobs = {name: pool.submit(compile_variant, level, ours, f"{tmp}/{i}.pt2")
+                    for i, (name, (level, ours)) in enumerate(VARIANTS.items())}
+            paths = {name: job.result() for name, job in jobs.items()}
+        aoti_debug_printer.install()
+        runners = {name: torch._inductor.aoti_load_package(p) for name, p in paths.items()}
+        cases = [(name, name, None) for name in runners]
+        cases.insert(4, ("ours, level 3, no sync", "ours, level 3", "off"))
+        results: dict[str, list[float]] = {name: [] for name, _, _ in cases}
+        with stdout_to_devnull():
+            for _ in range(3):  # interleaved rounds: drift hits every variant alike
+                for name, variant, sync in cases:
+                    aoti_debug_printer.set_option("sync", sync or "auto")
+                    run = runners[variant]
+                    results[name].append(gpu_ms(lambda run=run: run(*inputs), max(runs // 3, 1)))
+        aoti_debug_printer.set_option("sync", "auto")
+    base = min(results["off (level 0)"])
+    print(f"\nOne inference of the 'deep' model ({len(gpu_models.Deep().layers)} blocks), "
+          f"records to /dev/null:")
+    print(f"  {'variant':<26}{'ms':>9}{'vs off':>9}{'overhead ms':>13}")
+    for name, times in results.items():
+        ms = min(times)
+        print(f"  {name:<26}{ms:>9.3f}{ms / base:>8.1f}x{ms - base:>13.3f}")
+    for level in ("2", "3"):
+        ours = min(results[f"ours, level {level}"]) - base
+        builtin = min(results[f"built-in, level {level}"]) - base
+        print(f"  level {level}: our overhead / built-in overhead = {ours / builtin:.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--sizes-mib", type=int, nargs="+", default=[64, 256, 1024])
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--skip-model", action="store_true")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("bench_gpu.py needs a CUDA device")
+    os.environ.setdefault("AOTI_DEBUG_PRINTER_OUTPUT", "stdout")
+    bench_stats(args.sizes_mib, args.runs)
+    if not args.skip_model:
+        bench_model(args.runs)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,469 @@
+// device.h for CUDA: one fused statistics pass on the GPU, the error check
+// after a kernel, and allocation ranges from the driver.
+//
+// Why a kernel of our own: ATen would read the tensor once per reduction
+// (min, max, mean, std, isnan, isinf, ...) and sync once per .item(); this
+// reads it once, at close to the copy bandwidth, and the result rides back
+// in a single device-to-host copy.
+#include "device.h"
+
+#include <ATen/Dispatch_v2.h>
+#include <ATen/TensorIterator.h>
+#include <ATen/ops/empty.h>
+#include <ATen/cuda/detail/OffsetCalculator.cuh>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <c10/util/complex.h>
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+namespace aoti_debug_printer::device {
+namespace {
+
+template <typename T>
+struct is_complex_t : std::false_type {};
+template <typename T>
+struct is_complex_t<c10::complex<T>> : std::true_type {};
+
+// The type min and max are kept in, as on the CPU: exact for integers, and
+// float for the narrow floating types (every value of theirs is a float).
+template <typename T>
+using key_t = std::conditional_t<
+    std::is_same_v<T, bool>, int64_t,
+    std::conditional_t<
+        std::is_integral_v<T>, std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>,
+        std::conditional_t<std::is_same_v<T, double> || is_complex_t<T>::value, double, float>>>;
+
+// One block's (then the whole tensor's) partial result. Moments are sums of
+// x - shift, shift being the tensor's first element when finite: every
+// thread uses the same shift, so partials simply add.
+template <typename K>
+struct Acc {
+  unsigned long long finite, nan, pos_inf, neg_inf, zeros;
+  K min, max;
+  double s1, s2, absmax, shift;
+};
+
+template <typename K>
+__device__ __forceinline__ Acc<K> empty_acc() {
+  Acc<K> a;
+  a.finite = a.nan = a.pos_inf = a.neg_inf = a.zeros = 0;
+  a.min = std::numeric_limits<K>::has_infinity ? std::numeric_limits<K>::infinity()
+                                               : std::numeric_limits<K>::max();
+  a.max = std::numeric_limits<K>::has_infinity ? -std::numeric_limits<K>::infinity()
+                                               : std::numeric_limits<K>::lowest();
+  a.s1 = a.s2 = a.absmax = a.shift = 0;
+  return a;
+}
+
+template <typename K>
+__device__ __forceinline__ void merge(Acc<K>& a, const Acc<K>& b) {
+  a.finite += b.finite;
+  a.nan += b.nan;
+  a.pos_inf += b.pos_inf;
+  a.neg_inf += b.neg_inf;
+  a.zeros += b.zeros;
+  a.min = b.min < a.min ? b.min : a.min;
+  a.max = a.max < b.max ? b.max : a.max;
+  a.s1 += b.s1;
+  a.s2 += b.s2;
+  a.absmax = b.absmax > a.absmax ? b.absmax : a.absmax;
+}
+
+template <typename K>
+__device__ __forceinline__ Acc<K> shfl_down(const Acc<K>& a, int offset) {
+  constexpr unsigned all = 0xffffffffu;
+  Acc<K> b;
+  b.finite = __shfl_down_sync(all, a.finite, offset);
+  b.nan = __shfl_down_sync(all, a.nan, offset);
+  b.pos_inf = __shfl_down_sync(all, a.pos_inf, offset);
+  b.neg_inf = __shfl_down_sync(all, a.neg_inf, offset);
+  b.zeros = __shfl_down_sync(all, a.zeros, offset);
+  b.min = __shfl_down_sync(all, a.min, offset);
+  b.max = __shfl_down_sync(all, a.max, offset);
+  b.s1 = __shfl_down_sync(all, a.s1, offset);
+  b.s2 = __shfl_down_sync(all, a.s2, offset);
+  b.absmax = __shfl_down_sync(all, a.absmax, offset);
+  return b;
+}
+
+// Leaves the block's result in thread 0. blockDim.x is a multiple of 32.
+template <typename K>
+__device__ void block_reduce(Acc<K>& a) {
+  __shared__ Acc<K> warps[32];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  for (int o = 16; o > 0; o >>= 1) merge(a, shfl_down(a, o));
+  if (lane == 0) warps[warp] = a;
+  __syncthreads();
+  if (warp == 0) {
+    a = lane < static_cast<int>(blockDim.x / 32) ? warps[lane] : empty_acc<K>();
+    for (int o = 16; o > 0; o >>= 1) merge(a, shfl_down(a, o));
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ double shift_of(T v) {
+  if constexpr (is_complex_t<T>::value) {
+    const double re = static_cast<double>(v.real()), im = static_cast<double>(v.imag());
+    return isfinite(re) && isfinite(im) ? hypot(re, im) : 0.0;
+  } else if constexpr (std::is_integral_v<T>) {
+    return static_cast<double>(v);
+  } else {
+    const auto x = static_cast<key_t<T>>(v);
+    return isfinite(x) ? static_cast<double>(x) : 0.0;
+  }
+}
+
+// One thread's running statistics, in registers. Floating values take a
+// branch-free path: every element costs the same few instructions.
+template <typename T>
+struct ThreadAcc {
+  using K = key_t<T>;
+  using A = std::conditional_t<std::is_same_v<K, float>, float, double>;
+  uint32_t finite = 0, nan = 0, pos_inf = 0, neg_inf = 0, zeros = 0;
+  K min, max;
+  A absmax = 0;
+  double s1 = 0, s2 = 0;
+  const double shift;
+
+  __device__ explicit ThreadAcc(double shift) : shift(shift) {
+    const Acc<K> e = empty_acc<K>();
+    min = e.min;
+    max = e.max;
+  }
+
+  __device__ __forceinline__ void add_finite(K k, double x) {
+    ++finite;
+    zeros += x == 0;
+    min = k < min ? k : min;
+    max = max < k ? k : max;
+    const A a = static_cast<A>(fabs(x));
+    absmax = a > absmax ? a : absmax;
+    const double d = x - shift;
+    s1 += d;
+    s2 += d * d;
+  }
+
+  __device__ __forceinline__ void add(T v) {
+    if constexpr (is_complex_t<T>::value) {
+      // As on the CPU: statistics of |z|; an infinite part is +Inf.
+      const double re = static_cast<double>(v.real()), im = static_cast<double>(v.imag());
+      if (isinf(re) || isinf(im)) {
+        ++pos_inf;
+      } else if (isnan(re) || isnan(im)) {
+        ++nan;
+      } else {
+        const double m = hypot(re, im);
+        add_finite(m, m);
+      }
+    } else if constexpr (std::is_integral_v<T>) {
+      add_finite(static_cast<K>(v), static_cast<double>(v));
+    } else {
+      constexpr K inf = std::numeric_limits<K>::infinity();
+      const K x = static_cast<K>(v);
+      const bool fin = isfinite(x);
+      nan += isnan(x);
+      pos_inf += x == inf;
+      neg_inf += x == -inf;
+      finite += fin;
+      zeros += x == K(0);
+      min = fin && x < min ? x : min;
+      max = fin && x > max ? x : max;
+      const K a = fabs(x);
+      absmax = fin && a > absmax ? a : absmax;
+      const double d = fin ? static_cast<double>(x) - shift : 0.0;
+      s1 += d;
+      s2 += d * d;
+    }
+  }
+
+  __device__ Acc<K> to_acc() const {
+    Acc<K> a;
+    a.finite = finite;
+    a.nan = nan;
+    a.pos_inf = pos_inf;
+    a.neg_inf = neg_inf;
+    a.zeros = zeros;
+    a.min = min;
+    a.max = max;
+    a.s1 = s1;
+    a.s2 = s2;
+    a.absmax = absmax;
+    a.shift = shift;
+    return a;
+  }
+};
+
+constexpr int kThreads = 256;
+constexpr int kUnroll = 4;
+
+// 16 bytes of elements: one 128-bit load.
+template <typename T>
+struct alignas(16) Pack {
+  T v[16 / sizeof(T)];
+};
+
+// Dense tensors (contiguous in any dimension order): statistics do not
+// depend on element order, so the storage span is read as one flat array.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    dense_partials(const T* __restrict__ x, int64_t n, Acc<key_t<T>>* __restrict__ out) {
+  constexpr int64_t kVec = 16 / sizeof(T);
+  ThreadAcc<T> a(shift_of(x[0]));
+  const int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t G = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  // Elements before the first 16-byte boundary (all of them when no element
+  // starts on one).
+  const int64_t misalign = static_cast<int64_t>(reinterpret_cast<uintptr_t>(x) % 16);
+  int64_t head = 0;
+  if (misalign != 0) head = (16 - misalign) % sizeof(T) == 0 ? (16 - misalign) / sizeof(T) : n;
+  head = head < n ? head : n;
+  for (int64_t i = g; i < head; i += G) a.add(x[i]);
+  const auto* p = reinterpret_cast<const Pack<T>*>(x + head);
+  const int64_t np = (n - head) / kVec;
+  int64_t j = g;
+  // Several loads in flight per thread before any arithmetic.
+  for (; j + (kUnroll - 1) * G < np; j += kUnroll * G) {
+    Pack<T> buf[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) buf[u] = p[j + u * G];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) a.add(buf[u].v[k]);
+    }
+  }
+  for (; j < np; j += G) {
+    const Pack<T> b = p[j];
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) a.add(b.v[k]);
+  }
+  for (int64_t i = head + np * kVec + g; i < n; i += G) a.add(x[i]);
+  Acc<key_t<T>> acc = a.to_acc();
+  block_reduce(acc);
+  if (threadIdx.x == 0) out[blockIdx.x] = acc;
+}
+
+// Any other strides (views, zero strides), through ATen's offset calculator.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    strided_partials(const char* base, OffsetCalculator<1> offsets, uint32_t n, const T* first,
+                     Acc<key_t<T>>* __restrict__ out) {
+  ThreadAcc<T> a(shift_of(*first));
+  const uint32_t G = gridDim.x * blockDim.x;
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += G) {
+    a.add(*reinterpret_cast<const T*>(base + offsets.get(i)[0]));
+  }
+  Acc<key_t<T>> acc = a.to_acc();
+  block_reduce(acc);
+  if (threadIdx.x == 0) out[blockIdx.x] = acc;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    finish(const Acc<key_t<T>>* __restrict__ parts, int n, const T* first,
+           Acc<key_t<T>>* __restrict__ out) {
+  Acc<key_t<T>> a = empty_acc<key_t<T>>();
+  for (int i = threadIdx.x; i < n; i += blockDim.x) merge(a, parts[i]);
+  block_reduce(a);
+  if (threadIdx.x == 0) {
+    a.shift = shift_of(*first);
+    *out = a;
+  }
+}
+
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
+// Device buffer layout: [result | values | partials]; the first two parts
+// are what comes back to the host.
+constexpr int64_t kResultBytes = 256;
+static_assert(sizeof(Acc<double>) <= kResultBytes);
+
+template <typename K>
+c10::Scalar scalar_of(K v) {
+  if constexpr (std::is_floating_point_v<K>) {
+    return c10::Scalar(static_cast<double>(v));
+  } else {
+    return c10::Scalar(v);
+  }
+}
+
+template <typename T>
+TensorStats stats_of(const Acc<key_t<T>>& r, int64_t numel) {
+  TensorStats s;
+  s.numel = numel;
+  s.finite = static_cast<int64_t>(r.finite);
+  s.nan = static_cast<int64_t>(r.nan);
+  s.pos_inf = static_cast<int64_t>(r.pos_inf);
+  s.neg_inf = static_cast<int64_t>(r.neg_inf);
+  s.zeros = static_cast<int64_t>(r.zeros);
+  const double n = static_cast<double>(r.finite);
+  s.mean = r.finite > 0 ? r.shift + r.s1 / n : std::numeric_limits<double>::quiet_NaN();
+  const double m2 = r.finite > 0 ? std::max(0.0, r.s2 - r.s1 * r.s1 / n) : 0.0;
+  s.std = r.finite > 1 ? std::sqrt(m2 / (n - 1)) : std::numeric_limits<double>::quiet_NaN();
+  s.absmax = r.absmax;
+  if (r.finite > 0) {
+    s.min = scalar_of(r.min);
+    s.max = scalar_of(r.max);
+  }
+  s.of_modulus = is_complex_t<T>::value;
+  return s;
+}
+
+// Launches the partial and final kernels for `t` on `stream`, the result
+// going to `result` and the partials to `parts` (room for `max_parts`).
+template <typename T>
+void launch_stats(const at::Tensor& t, cudaStream_t stream, Acc<key_t<T>>* result,
+                  Acc<key_t<T>>* parts, int64_t max_parts) {
+  const auto* first = static_cast<const T*>(t.const_data_ptr());
+  int64_t used = 0;
+  if (t.is_non_overlapping_and_dense()) {
+    const int64_t packs = ceil_div(t.numel(), 16 / sizeof(T));
+    const int64_t blocks = std::clamp<int64_t>(ceil_div(packs, kThreads * kUnroll), 1, max_parts);
+    dense_partials<T><<<blocks, kThreads, 0, stream>>>(first, t.numel(), parts);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    used = blocks;
+  } else {
+    auto iter = at::TensorIteratorConfig()
+                    .add_const_input(t)
+                    .check_all_same_dtype(false)
+                    .resize_outputs(false)
+                    .build();
+    int64_t pieces = 0;
+    for (auto& sub : iter.with_32bit_indexing()) {
+      (void)sub;
+      ++pieces;
+    }
+    const int64_t per_piece = std::max<int64_t>(1, max_parts / pieces);
+    for (auto& sub : iter.with_32bit_indexing()) {
+      const int64_t n = sub.numel();
+      const int64_t blocks = std::clamp<int64_t>(ceil_div(n, kThreads * 4), 1, per_piece);
+      strided_partials<T><<<blocks, kThreads, 0, stream>>>(
+          static_cast<const char*>(sub.data_ptr(0)), make_offset_calculator<1>(sub),
+          static_cast<uint32_t>(n), first, parts + used);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      used += blocks;
+    }
+  }
+  finish<T><<<1, kThreads, 0, stream>>>(parts, static_cast<int>(used), first, result);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+} // namespace
+
+bool computes_stats_on(const at::Tensor& t) {
+  return t.is_cuda() && t.layout() == at::kStrided;
+}
+
+Snapshot snapshot(const at::Tensor& t, bool with_values) {
+  TORCH_CHECK(t.is_cuda(), "device statistics need a CUDA tensor");
+  Snapshot snap;
+  snap.stats.numel = t.numel();
+  if (t.numel() == 0) {
+    snap.stats.mean = snap.stats.std = std::numeric_limits<double>::quiet_NaN();
+    return snap;
+  }
+  const c10::cuda::CUDAGuard guard(t.device());
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(t.device().index()).stream();
+  int sms = 0;
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, t.device().index()));
+  // Enough blocks of 256 threads to fill every SM.
+  const int64_t max_parts = static_cast<int64_t>(sms) * 8;
+  const int64_t values_bytes = with_values ? t.numel() * static_cast<int64_t>(t.element_size()) : 0;
+  const int64_t back_bytes = kResultBytes + values_bytes;
+  const int64_t parts_at = ceil_div(back_bytes, 256) * 256;
+  const at::Tensor buf = at::empty({parts_at + max_parts * static_cast<int64_t>(sizeof(Acc<double>))},
+                                   t.options().dtype(at::kByte));
+  uint8_t* base = buf.mutable_data_ptr<uint8_t>();
+  bool supported = true;
+  try {
+    AT_DISPATCH_V2(
+        t.scalar_type(), "aoti_debug_printer_device_stats", AT_WRAP([&] {
+          launch_stats<scalar_t>(t, stream, reinterpret_cast<Acc<key_t<scalar_t>>*>(base),
+                                 reinterpret_cast<Acc<key_t<scalar_t>>*>(base + parts_at),
+                                 max_parts);
+        }),
+        AOTI_DEBUG_PRINTER_DTYPES);
+  } catch (const c10::NotImplementedError&) {
+    supported = false;
+  }
+  if (!supported) {
+    snap.stats.unsupported = std::string("no statistics for dtype ") + c10::toString(t.scalar_type());
+    return snap;
+  }
+  if (with_values) {
+    buf.narrow(0, kResultBytes, values_bytes).view(t.scalar_type()).view(t.sizes()).copy_(t);
+  }
+  // The one copy back, into pinned memory so that it is a plain DMA.
+  at::Tensor host = at::empty({back_bytes}, at::TensorOptions().dtype(at::kByte).pinned_memory(true));
+  host.copy_(buf.narrow(0, 0, back_bytes), /*non_blocking=*/true);
+  C10_CUDA_CHECK(cudaStreamSynchronize(stream));
+  AT_DISPATCH_V2(
+      t.scalar_type(), "aoti_debug_printer_device_stats", AT_WRAP([&] {
+        Acc<key_t<scalar_t>> r;
+        std::memcpy(&r, host.const_data_ptr<uint8_t>(), sizeof r);
+        snap.stats = stats_of<scalar_t>(r, t.numel());
+      }),
+      AOTI_DEBUG_PRINTER_DTYPES);
+  if (with_values) {
+    snap.values = host.narrow(0, kResultBytes, values_bytes).view(t.scalar_type()).view(t.sizes()).clone();
+  }
+  return snap;
+}
+
+std::string check_current_stream() {
+  // Only a process that already uses CUDA is checked: the check must never
+  // create a context (or initialize CUDA) for a CPU model.
+  static const int devices = c10::cuda::device_count();
+  if (devices == 0) return "";
+  int dev = -1;
+  if (cudaGetDevice(&dev) != cudaSuccess) return "";
+  if (!c10::cuda::hasPrimaryContext(static_cast<c10::DeviceIndex>(dev))) return "";
+  cudaError_t err = cudaStreamSynchronize(
+      c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(dev)).stream());
+  // A failed launch is not sticky: peek, so that the caller's own check
+  // still sees it.
+  if (err == cudaSuccess) err = cudaPeekAtLastError();
+  if (err == cudaSuccess) return "";
+  return std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err);
+}
+
+Allocation allocation_of(const void* address) {
+  using GetRange = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
+  // From the runtime's driver entry points, so this library never links
+  // libcuda itself (torch does not either).
+  static const GetRange get_range = []() -> GetRange {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+#if CUDART_VERSION >= 12050
+    const cudaError_t err =
+        cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000, cudaEnableDefault, &found);
+#else
+    const cudaError_t err = cudaGetDriverEntryPoint("cuMemGetAddressRange", &fn, cudaEnableDefault, &found);
+#endif
+    return err == cudaSuccess && found == cudaDriverEntryPointSuccess ? reinterpret_cast<GetRange>(fn)
+                                                                      : nullptr;
+  }();
+  Allocation a;
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  if (get_range && address &&
+      get_range(&base, &size, reinterpret_cast<CUdeviceptr>(address)) == CUDA_SUCCESS) {
+    a.known = true;
+    a.base = static_cast<uintptr_t>(base);
+    a.size = size;
+  }
+  return a;
+}
+
+} // namespace aoti_debug_printer::device

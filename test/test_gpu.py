@@ -1,0 +1,289 @@
+"""CUDA: device statistics, every kernel kind in both wrappers, the CUDA
+error check, ranks. Skipped where no GPU is present; test/gpu/run.sh runs
+them (and the rest of the suite) on a CUDA machine.
+
+Tests that share a compiled package share an xdist group, so that with
+`-n N --dist loadgroup` each package is compiled once, in parallel with the
+others."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import aoti_debug_printer
+from conftest import wrapper_source
+
+pytestmark = pytest.mark.gpu
+HERE = Path(__file__).resolve().parent
+
+
+def compile_gpu(name: str, level: int, path: Path, kernels: str | None = None) -> Path:
+    import gpu_models
+
+    model, inputs = gpu_models.build(name)
+    patch = {"aot_inductor.debug_intermediate_value_printer": str(level),
+             "aot_inductor.filtered_kernel_names": kernels}
+    aoti_debug_printer.install()
+    with torch._inductor.config.patch(patch):
+        exported = torch.export.export(model, inputs)
+        return Path(torch._inductor.aoti_compile_and_package(exported, package_path=str(path)))
+
+
+@pytest.fixture(scope="session")
+def gpu_package(tmp_path_factory):
+    cache: dict[tuple, Path] = {}
+
+    def get(name: str, level: int, kernels: str | None = None) -> Path:
+        key = (name, level, kernels)
+        if key not in cache:
+            cache[key] = compile_gpu(name, level, tmp_path_factory.mktemp("pt2") / f"{name}-L{level}.pt2",
+                                     kernels)
+        return cache[key]
+
+    return get
+
+
+def run_package(path: Path, name: str):
+    import gpu_models
+
+    _, inputs = gpu_models.build(name)
+    out = torch._inductor.aoti_load_package(str(path))(*inputs)
+    torch.cuda.synchronize()
+    return out
+
+
+# -- statistics on the device ----------------------------------------------------
+
+FLOATS = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+FLOAT8 = [t for t in (getattr(torch, n, None) for n in (
+    "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu")) if t]
+INTS = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+        torch.uint16, torch.uint32, torch.uint64]
+COMPLEX = [torch.complex32, torch.complex64, torch.complex128]
+
+
+def sample(dtype: torch.dtype, n: int = 10_007) -> torch.Tensor:
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(n, generator=g, dtype=torch.float64) * 50
+    if dtype.is_complex:
+        t = torch.complex(x, x.flip(0)).to(dtype)
+    elif dtype.is_floating_point:
+        t = x.to(dtype)
+        if dtype != getattr(torch, "float8_e8m0fnu", None):
+            t[7] = float("nan")
+            t[100] = float("inf")
+            t[200] = float("-inf")
+            t[300:310] = 0
+    elif dtype == torch.bool:
+        t = x > 0
+    elif dtype in (torch.uint16, torch.uint32, torch.uint64):
+        t = x.abs().to(torch.int64).to(dtype)
+    else:
+        info = torch.iinfo(dtype)
+        t = x.clamp(info.min, info.max).to(dtype)
+    return t
+
+
+def assert_same_stats(device_stats: dict, host_stats: dict):
+    for key in ("numel", "finite", "nan", "pos_inf", "neg_inf", "zeros", "min", "max", "of",
+                "unsupported"):
+        assert device_stats[key] == host_stats[key], key
+    assert device_stats["absmax"] == pytest.approx(host_stats["absmax"], rel=1e-12)
+    for key in ("mean", "std"):
+        assert device_stats[key] == pytest.approx(host_stats[key], rel=1e-9, abs=1e-12, nan_ok=True)
+
+
+@pytest.mark.parametrize("dtype", FLOATS + FLOAT8 + INTS + COMPLEX, ids=str)
+@pytest.mark.parametrize("layout", ["contiguous", "offset", "transposed", "strided", "expanded", "scalar"])
+def test_device_stats_equal_host_stats(dtype, layout):
+    t = sample(dtype).cuda()
+    if layout == "offset":
+        t = t[3:]  # not 16-byte aligned: the vector loop's head and tail
+    elif layout == "transposed":
+        t = t[:10_000].view(100, 100).t()  # dense, permuted: read as one flat array
+    elif layout == "strided":
+        t = t[:10_000].view(100, 100)[::3, 1::2]
+    elif layout == "expanded":
+        t = t[5:6].expand(4000)  # zero stride
+    elif layout == "scalar":
+        t = t[11].clone()
+    assert aoti_debug_printer._shim().has_device_stats(t)
+    assert_same_stats(aoti_debug_printer.stats(t, on="device"),
+                      aoti_debug_printer.stats(t.cpu(), on="host"))
+
+
+def test_device_stats_of_empty_and_huge_strided_tensors():
+    empty = aoti_debug_printer.stats(torch.empty(0, 3, device="cuda"), on="device")
+    assert empty["numel"] == 0 and empty["finite"] == 0 and empty["min"] is None
+    # More than 2**31 elements through a non-dense view: 64-bit indexing
+    # splits the iteration; the statistics must still cover every element.
+    big = torch.zeros(2, 2**31 + 64, dtype=torch.uint8, device="cuda")
+    big[0, 5] = 7
+    big[1, 2**31 + 10] = 9
+    view = big[:, :-1]
+    s = aoti_debug_printer.stats(view, on="device")
+    assert s["numel"] == view.numel()
+    assert (s["min"], s["max"], s["zeros"]) == (0, 9, view.numel() - 2)
+    assert s["mean"] == pytest.approx(16 / view.numel(), rel=1e-9)
+    del big, view
+
+
+def test_small_cuda_tensor_record_carries_values(records):
+    from aoti_debug_printer import _C
+
+    t = torch.tensor([[1.5, -2.0], [float("nan"), 4.0]], device="cuda", dtype=torch.bfloat16)
+    _C.record(_C.PRINT, _C.BEFORE_LAUNCH, "k", "x", t)
+    (r,) = records()
+    assert r["device"] == "cuda:0" and r["dtype"] == "bfloat16"
+    assert r["values"] == ["1.5", "-2", "nan", "4"]
+    assert (r["stats"]["nan"], r["stats"]["min"], r["stats"]["max"]) == (1, -2.0, 4.0)
+
+
+# -- the AOTI C++ wrapper and the JIT Python wrapper on CUDA --------------------------
+
+
+@pytest.mark.xdist_group("mixed-2")
+def test_aoti_level2_records_every_kernel_kind_and_results_are_unchanged(gpu_package, records):
+    source = wrapper_source(gpu_package("mixed", 2))
+    out = run_package(gpu_package("mixed", 2), "mixed")
+    recs = [r for r in records() if r["event"] == "tensor"]
+    kernels = {r["kernel"] for r in recs}
+    assert any(k.startswith("triton_") for k in kernels), kernels
+    assert any("shifted_copy" in k for k in kernels), kernels  # user-defined Triton
+    assert any(k.startswith("aoti_torch_cuda_") or "mm" in k for k in kernels if not k.startswith("triton")), kernels
+    assert [r["arg"] for r in recs if r["phase"] == "model_input"]
+    assert {r["device"] for r in recs} == {"cuda:0"}
+    dtypes = {r["dtype"] for r in recs if r["phase"] == "after_launch"}
+    assert {"float32", "bfloat16", "float16", "float8_e4m3fn"} <= dtypes
+    # The model's outputs, recorded after their kernels, have their statistics.
+    for t in out:
+        want = aoti_debug_printer.stats(t, on="host")
+        match = [r for r in recs if r["phase"] == "after_launch" and r["dtype"] == str(t.dtype)[6:]
+                 and r["shape"] == list(t.shape) and r["stats"]["finite"] == want["finite"]
+                 and r["stats"]["max"] == pytest.approx(want["max"])]
+        assert match, t.dtype
+    reference = run_package(gpu_package("mixed", 0), "mixed")
+    for a, b in zip(out, reference):
+        assert torch.equal(a.view(torch.uint8), b.view(torch.uint8))
+    assert "aoti_debug_printer" in source
+
+
+@pytest.mark.xdist_group("mixed-1")
+def test_aoti_level1_saves_cuda_tensors_that_load_without_a_gpu(gpu_package, dump_dir):
+    run_package(gpu_package("mixed", 1), "mixed")
+    manifest = [json.loads(x) for x in (dump_dir / "manifest.jsonl").read_text().splitlines()]
+    tensors = [r for r in manifest if r["event"] == "tensor"]
+    assert {r["device"] for r in tensors} == {"cuda:0"}
+    assert any("shifted_copy" in r["kernel"] for r in tensors)
+    # A process that sees no GPU reads every snapshot.
+    code = ("import json, sys, torch; d = sys.argv[1]; n = 0\n"
+            "for line in open(d + '/manifest.jsonl'):\n"
+            "    r = json.loads(line)\n"
+            "    if 'file' not in r: continue\n"
+            "    t = torch.load(d + '/' + r['file'], weights_only=True)\n"
+            "    assert t.device.type == 'cpu' and list(t.shape) == r['shape'], r\n"
+            "    n += 1\n"
+            "print(n)")
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
+    done = subprocess.run([sys.executable, "-c", code, str(dump_dir)], env=env,
+                          capture_output=True, text=True, check=True)
+    assert int(done.stdout) == len(tensors) > 0
+
+
+@pytest.mark.xdist_group("mixed-3")
+def test_aoti_level3_filter_and_sync(gpu_package, capfd):
+    path = gpu_package("mixed", 3, kernels="triton_*")
+    out = run_package(path, "mixed")
+    text = capfd.readouterr().out
+    named = re.findall(r"^\[aoti-debug-printer\] (before|after)_launch (\S+) ", text, re.M)
+    assert named and all(k.startswith("triton_") for _, k in named)
+    assert "CUDA ERROR" not in text
+    assert len(out) == 4
+
+
+@pytest.mark.xdist_group("jit")
+def test_jit_python_wrapper_records_cuda_kernels(records):
+    import gpu_models
+
+    model, inputs = gpu_models.build("mixed")
+    torch._dynamo.reset()
+    aoti_debug_printer.install()
+    try:
+        with torch._inductor.config.patch({"aot_inductor.debug_intermediate_value_printer": "2"}):
+            got = torch.compile(model)(*inputs)
+    finally:
+        torch._dynamo.reset()
+    want = model(*inputs)
+    torch.testing.assert_close(got[0], want[0], rtol=1e-4, atol=1e-4)
+    recs = [r for r in records() if r["event"] == "tensor"]
+    kernels = {r["kernel"] for r in recs}
+    assert any(k.startswith("triton_") for k in kernels), kernels
+    assert any("shifted_copy" in k for k in kernels), kernels
+    assert "extern_kernels.mm" in kernels
+    assert any(r["phase"] == "model_input" for r in recs)
+    assert "cuda:0" in {r["device"] for r in recs}
+
+
+# -- pinpointing an illegal memory access ---------------------------------------------
+
+FAR = 1 << 38  # elements past the end: a terabyte away, unmapped
+
+
+def run_child(path: Path, far: int, **env) -> subprocess.CompletedProcess:
+    child_env = {k: v for k, v in os.environ.items() if k != "CUDA_LAUNCH_BLOCKING"}
+    child_env.update(env)
+    return subprocess.run(
+        [sys.executable, str(HERE / "gpu_models.py"), "run", str(path), "far_write", "--far", str(far)],
+        env=child_env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.xdist_group("far-3")
+def test_illegal_memory_access_names_the_faulty_kernel(gpu_package, tmp_path):
+    path = gpu_package("far_write", 3)
+    ok = run_child(path, 0)
+    assert ok.returncode == 0, ok.stderr[-3000:]
+    assert "CUDA ERROR" not in ok.stdout
+    before = re.findall(r"before_launch (\S+) ", ok.stdout)
+    assert len(before) >= 3 and any("shifted_copy" in k for k in before), before
+    bad = next(k for k in before if "shifted_copy" in k)
+
+    dump = tmp_path / "replay"
+    crash = run_child(path, FAR, AOTI_DEBUG_PRINTER_REPLAY="1", AOTI_DEBUG_PRINTER_DUMP_DIR=str(dump))
+    output = crash.stdout + crash.stderr
+    assert crash.returncode != 0
+    errors = re.findall(r"^\[aoti-debug-printer\] CUDA ERROR at (\w+) (\S+): (\w+)", crash.stdout, re.M)
+    assert errors == [("after_launch", bad, "cudaErrorIllegalAddress")], output[-4000:]
+    # Its neighbour before completed and was checked; the one after never ran.
+    i = before.index(bad)
+    assert f"after_launch {before[i - 1]} " in crash.stdout
+    assert f"before_launch {before[i + 1]} " not in crash.stdout
+    # Its arguments at launch, with their pointers inside their allocations.
+    record = crash.stdout.split("CUDA ERROR", 1)[1]
+    assert re.search(r"data_ptr=0x[0-9a-f]+", record)
+    assert "inside; allocation=" in record and "OUTSIDE" not in record
+    # The run fails with an error that names the kernel.
+    assert f"CUDA error at kernel {bad}" in output
+    # Replay: the failing kernel's inputs, saved before launch.
+    saved = sorted(p.name for p in dump.glob("*.pt"))
+    assert saved and all(bad in name and "-before-" in name for name in saved), saved
+    for p in dump.glob("*.pt"):
+        assert torch.load(p, weights_only=True).device.type == "cpu"
+
+
+# -- ranks ------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs")
+@pytest.mark.xdist_group("ranks")
+def test_two_nccl_ranks_record_and_save_apart(gpu_package, tmp_path):
+    import test_ranks
+
+    test_ranks.check_two_ranks(gpu_package("mixed", 1), tmp_path, backend="nccl", model="mixed")
