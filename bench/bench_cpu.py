@@ -14,6 +14,7 @@ import argparse
 import contextlib
 import os
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -37,13 +38,16 @@ class ManyKernels(torch.nn.Module):
 
 @contextlib.contextmanager
 def stdout_to_devnull():
-    """Both printers write to fd 1; time them writing to /dev/null."""
+    """Both printers write to fd 1; time them writing to /dev/null. (Python's
+    own buffered output is flushed first, or it would land there too.)"""
+    sys.stdout.flush()
     saved = os.dup(1)
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     try:
         yield
     finally:
+        sys.stdout.flush()
         os.dup2(saved, 1)
         os.close(saved)
         os.close(devnull)

@@ -93,10 +93,16 @@ def sample(dtype: torch.dtype, n: int = 10_007) -> torch.Tensor:
 
 
 def assert_same_stats(device_stats: dict, host_stats: dict):
-    for key in ("numel", "finite", "nan", "pos_inf", "neg_inf", "zeros", "min", "max", "of",
-                "unsupported"):
+    for key in ("numel", "finite", "nan", "pos_inf", "neg_inf", "zeros", "of", "unsupported"):
         assert device_stats[key] == host_stats[key], key
-    assert device_stats["absmax"] == pytest.approx(host_stats["absmax"], rel=1e-12)
+    # Exact, but for complex moduli: CUDA's hypot and glibc's may differ in
+    # the last bit.
+    exact = device_stats["of"] == "value"
+    for key in ("min", "max", "absmax"):
+        if exact:
+            assert device_stats[key] == host_stats[key], key
+        else:
+            assert device_stats[key] == pytest.approx(host_stats[key], rel=1e-15), key
     for key in ("mean", "std"):
         assert device_stats[key] == pytest.approx(host_stats[key], rel=1e-9, abs=1e-12, nan_ok=True)
 
