@@ -38,6 +38,9 @@ enum {
   // The model was compiled at level 3: with the sync setting at "auto",
   // wait for the GPU after every kernel and check CUDA's error state.
   AOTI_DEBUG_PRINTER_SYNC_BY_DEFAULT = 2,
+  // The compile-time filter did not select this kernel: it has no records,
+  // and the run-time filter cannot select it.
+  AOTI_DEBUG_PRINTER_UNSELECTED = 4,
 };
 
 // Where a record sits relative to its kernel launch.
@@ -58,8 +61,9 @@ void aoti_debug_printer_begin_run(void);
 // record that names this kernel and returns nonzero, and the caller must
 // stop the run (the CUDA context is lost).
 int32_t aoti_debug_printer_launch(int32_t phase, const char* kernel, int32_t flags);
-// One tensor argument: print a record or save a snapshot.
-void aoti_debug_printer_tensor(
+// One tensor argument: print a record or save a snapshot. Returns nonzero
+// when the NaN/Inf trap fired (reported already); the caller must stop.
+int32_t aoti_debug_printer_tensor(
     int32_t action, int32_t phase, const char* kernel, const char* arg,
     AtenTensorHandle tensor);
 // Scalar and SymInt arguments, each in its own type's format.
@@ -79,7 +83,7 @@ typedef struct aoti_debug_printer_api {
   uint32_t size;
   void (*begin_run)(void);
   int32_t (*launch)(int32_t, const char*, int32_t);
-  void (*tensor)(int32_t, int32_t, const char*, const char*, AtenTensorHandle);
+  int32_t (*tensor)(int32_t, int32_t, const char*, const char*, AtenTensorHandle);
   void (*int64)(int32_t, int32_t, const char*, const char*, int64_t);
   void (*float64)(int32_t, int32_t, const char*, const char*, double);
   void (*boolean)(int32_t, int32_t, const char*, const char*, int32_t);
@@ -158,7 +162,11 @@ inline void value(const aoti_debug_printer_api* api, int32_t action, int32_t pha
                   const char* kernel, const char* arg, const T& v) {
   if (!api) return;
   if constexpr (std::is_convertible_v<const T&, AtenTensorHandle>) {
-    api->tensor(action, phase, kernel, arg, static_cast<AtenTensorHandle>(v));
+    if (api->tensor(action, phase, kernel, arg, static_cast<AtenTensorHandle>(v)) != 0) {
+      throw std::runtime_error(std::string("aoti-debug-printer: NaN/Inf trap at ") +
+                               (*kernel ? kernel : "model input") + " " + arg +
+                               "; its record is above");
+    }
   } else if constexpr (std::is_same_v<T, bool>) {
     api->boolean(action, phase, kernel, arg, v ? 1 : 0);
   } else if constexpr (std::is_integral_v<T> || std::is_enum_v<T>) {

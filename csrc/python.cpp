@@ -65,12 +65,13 @@ py::dict stats_dict(const at::Tensor& t, const std::string& on) {
 void record(int32_t action, int32_t phase, const std::string& kernel, const std::string& arg,
             py::handle value) {
   const Where w = where_now(phase, kernel, arg);
+  std::string trapped;
   if (THPVariable_Check(value.ptr())) {
     const at::Tensor t = THPVariable_Unpack(value.ptr());
     py::gil_scoped_release no_gil;
-    record_tensor(action, w, &t);
+    trapped = record_tensor(action, w, &t);
   } else if (value.is_none()) {
-    record_tensor(action, w, nullptr);
+    trapped = record_tensor(action, w, nullptr);
   } else if (py::isinstance<py::bool_>(value)) {
     record_scalar(action, w, "bool", value.cast<bool>() ? "true" : "false");
   } else if (py::isinstance<py::int_>(value)) {
@@ -80,6 +81,7 @@ void record(int32_t action, int32_t phase, const std::string& kernel, const std:
   } else {
     record_scalar(action, w, Py_TYPE(value.ptr())->tp_name, py::str(value));
   }
+  if (!trapped.empty()) throw std::runtime_error("aoti-debug-printer: NaN/Inf trap: " + trapped);
 }
 
 // The JIT wrapper's launch event: a CUDA error found after a kernel becomes
@@ -126,6 +128,7 @@ PYBIND11_MODULE(_C, m) {
   m.attr("WATCH") = static_cast<int>(AOTI_DEBUG_PRINTER_WATCH);
   m.attr("ANNOUNCE") = static_cast<int>(AOTI_DEBUG_PRINTER_ANNOUNCE);
   m.attr("SYNC_BY_DEFAULT") = static_cast<int>(AOTI_DEBUG_PRINTER_SYNC_BY_DEFAULT);
+  m.attr("UNSELECTED") = static_cast<int>(AOTI_DEBUG_PRINTER_UNSELECTED);
   m.attr("BEFORE_LAUNCH") = static_cast<int>(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH);
   m.attr("AFTER_LAUNCH") = static_cast<int>(AOTI_DEBUG_PRINTER_AFTER_LAUNCH);
   m.attr("MODEL_INPUT") = static_cast<int>(AOTI_DEBUG_PRINTER_MODEL_INPUT);

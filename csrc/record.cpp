@@ -327,6 +327,36 @@ std::string format_json(const TensorRecord& r, const std::string& extra) {
   return out.str();
 }
 
+std::string format_trap(const Where& where, const TensorStats& stats, const std::string& what,
+                        const std::vector<TensorRecord>& inputs, bool json,
+                        const std::vector<std::string>& files) {
+  std::ostringstream out;
+  if (json) {
+    out << "{\"event\": \"trap\", " << json_where(where) << ", \"message\": " << json_string(what)
+        << ", \"nan\": " << stats.nan << ", \"pos_inf\": " << stats.pos_inf
+        << ", \"neg_inf\": " << stats.neg_inf << ", \"inputs\": [";
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const std::string file = i < files.size() && !files[i].empty()
+                                   ? ", \"file\": " + json_string(files[i])
+                                   : std::string();
+      out << (i ? ", " : "") << format_json(inputs[i], file);
+    }
+    out << "]}\n";
+    return out.str();
+  }
+  Where w = where;
+  w.phase = "NaN/Inf TRAP at " + w.phase;
+  out << where_text(w, ": " + what) << "\n    nan=" << stats.nan << " +inf=" << stats.pos_inf
+      << " -inf=" << stats.neg_inf << "\n";
+  if (!inputs.empty()) out << "    the kernel's inputs before launch:\n";
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    std::istringstream lines(format_text(inputs[i]));
+    for (std::string line; std::getline(lines, line);) out << "    " << line << "\n";
+    if (i < files.size() && !files[i].empty()) out << "        saved as " << files[i] << "\n";
+  }
+  return out.str();
+}
+
 std::string format_scalar(const Where& where, const char* type, const std::string& value,
                           bool json) {
   if (json) {

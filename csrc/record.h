@@ -94,6 +94,13 @@ WatchedArg watch(const std::string& name, const at::Tensor& t, bool keep_host_co
 std::string format_cuda_error(const Where& where, const std::string& error,
                               const std::vector<WatchedArg>& args, bool json);
 
+// The NaN/Inf trap's record: what fired (`what`), the offending tensor's
+// counts, and the kernel's inputs as they were before launch, with the files
+// they were saved to (parallel to `inputs`; empty where not saved).
+std::string format_trap(const Where& where, const TensorStats& stats, const std::string& what,
+                        const std::vector<TensorRecord>& inputs, bool json,
+                        const std::vector<std::string>& files = {});
+
 // JSON helpers shared with the saver.
 std::string json_string(const std::string& s);
 std::string json_where(const Where& w);

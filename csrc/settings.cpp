@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <algorithm>
+#include <atomic>
+#include <fnmatch.h>
 #include <mutex>
 #include <stdexcept>
 
@@ -50,6 +52,25 @@ std::vector<std::pair<int64_t, int64_t>> rank_ranges(const std::string& spec) {
   return out;
 }
 
+std::atomic<int> level_now{-1};
+
+// "{a, b*}" or "a,b*" -> ["a", "b*"]; as the compile-time filter.
+std::vector<std::string> kernel_patterns(const std::string& spec) {
+  std::vector<std::string> out;
+  std::string part;
+  for (const char ch : spec + ",") {
+    if (ch == ',') {
+      const size_t b = part.find_first_not_of(" \t{}");
+      const size_t e = part.find_last_not_of(" \t{}");
+      if (b != std::string::npos) out.push_back(part.substr(b, e - b + 1));
+      part.clear();
+    } else {
+      part += ch;
+    }
+  }
+  return out;
+}
+
 void apply(Settings& s, const std::string& key, const std::string& value) {
   if (key == "output") {
     if (value.empty()) throw std::invalid_argument("output must not be empty");
@@ -73,13 +94,23 @@ void apply(Settings& s, const std::string& key, const std::string& value) {
     s.replay = flag(key, value);
   } else if (key == "rank") {
     s.rank = whole_number(key, value, -1);
+  } else if (key == "level") {
+    const int64_t level = value == "compiled" ? -1 : whole_number(key, value, -1);
+    if (level > 3) throw std::invalid_argument("level must be -1 (as compiled) or 0 to 3");
+    s.level = static_cast<int>(level);
+  } else if (key == "kernels") {
+    s.kernel_patterns = kernel_patterns(value);
+    s.kernels = value;
+  } else if (key == "trap") {
+    s.trap = flag(key, value);
   } else if (key == "ranks") {
     s.rank_ranges = rank_ranges(value);
     s.ranks = value;
   } else {
     throw std::invalid_argument(
         "unknown option '" + key +
-        "' (known: output, format, dump_dir, max_values, sync, replay, rank, ranks)");
+        "' (known: output, format, dump_dir, max_values, sync, replay, rank, ranks, level, "
+        "kernels, trap)");
   }
 }
 
@@ -93,6 +124,9 @@ Settings& settings() {
         {"ranks", "AOTI_DEBUG_PRINTER_RANKS"},
         {"sync", "AOTI_DEBUG_PRINTER_SYNC"},
         {"replay", "AOTI_DEBUG_PRINTER_REPLAY"},
+        {"level", "AOTI_DEBUG_PRINTER_LEVEL"},
+        {"kernels", "AOTI_DEBUG_PRINTER_KERNELS"},
+        {"trap", "AOTI_DEBUG_PRINTER_TRAP"},
         {"output", "AOTI_DEBUG_PRINTER_OUTPUT"},
         {"format", "AOTI_DEBUG_PRINTER_FORMAT"},
         {"dump_dir", "AOTI_DEBUG_PRINTER_DUMP_DIR"},
@@ -107,6 +141,7 @@ Settings& settings() {
         report_error(std::string(var) + ": " + e.what() + "; using the default");
       }
     }
+    level_now.store(init.level);
     return init;
   }();
   return s;
@@ -146,6 +181,21 @@ void set_option(const std::string& key, const std::string& value) {
   Settings updated = settings();
   apply(updated, key, value);
   settings() = updated;
+  level_now.store(updated.level);
+}
+
+int runtime_level() {
+  static const bool loaded = (current_settings(), true);  // the environment, once
+  (void)loaded;
+  return level_now.load(std::memory_order_relaxed);
+}
+
+bool Settings::kernel_selected(const std::string& kernel) const {
+  if (kernel_patterns.empty()) return true;
+  for (const std::string& p : kernel_patterns) {
+    if (fnmatch(p.c_str(), kernel.c_str(), FNM_CASEFOLD) == 0) return true;
+  }
+  return false;
 }
 
 std::string get_option(const std::string& key) {
@@ -158,6 +208,9 @@ std::string get_option(const std::string& key) {
   if (key == "replay") return s.replay ? "on" : "off";
   if (key == "rank") return std::to_string(s.rank);
   if (key == "ranks") return s.ranks.empty() ? "all" : s.ranks;
+  if (key == "level") return std::to_string(s.level);
+  if (key == "kernels") return s.kernels;
+  if (key == "trap") return s.trap ? "on" : "off";
   throw std::invalid_argument("unknown option '" + key + "'");
 }
 

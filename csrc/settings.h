@@ -42,9 +42,26 @@ struct Settings {
   std::string ranks;
   std::vector<std::pair<int64_t, int64_t>> rank_ranges;
 
+  // Run-time switches of a model compiled with the printer on, no
+  // recompiling: AOTI_DEBUG_PRINTER_LEVEL, -1 (as compiled), 0 (off), 1
+  // (save), 2 (print), 3 (kernel names); AOTI_DEBUG_PRINTER_KERNELS, kernel
+  // names or globs like the compile-time filter, narrowing it further.
+  int level = -1;
+  std::string kernels;
+  std::vector<std::string> kernel_patterns;
+  // AOTI_DEBUG_PRINTER_TRAP=1: stop at the first kernel whose outputs gain
+  // NaN or Inf (levels 1 and 2), and at model inputs that hold them.
+  bool trap = false;
+
   // Whether this process records at all under `ranks`.
   bool rank_selected() const;
+  // Whether the run-time kernel filter selects `kernel`.
+  bool kernel_selected(const std::string& kernel) const;
 };
+
+// The run-time level without taking the settings lock: the one check every
+// emitted call makes, so that a model switched off costs next to nothing.
+int runtime_level();
 
 // A copy, so callers never hold the lock while they format or write.
 Settings current_settings();

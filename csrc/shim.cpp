@@ -28,6 +28,8 @@ struct ThreadState {
   // Between a kernel's before and after events, while checking for CUDA
   // errors after it: its tensor arguments.
   bool syncing = false;
+  bool watching = false;  // syncing, or trapping NaN/Inf
+  bool selected = true;   // by the compile-time and the run-time filter
   std::vector<WatchedArg> watched;
 };
 thread_local ThreadState state;
@@ -91,18 +93,63 @@ void begin_run() {
   state.calls.clear();
 }
 
+namespace {
+
+// Saves the watched arguments' host copies (taken before launch) as the
+// kernel's inputs, noting each file in its WatchedArg.
+void save_inputs(const Settings& settings, const Where& at_kernel) {
+  for (WatchedArg& a : state.watched) {
+    if (!a.host.defined()) continue;
+    Where at = at_kernel;
+    at.phase = phase_name(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH);
+    at.arg = a.name;
+    saving([&] {
+      a.saved_as = settings.dump_dir + "/" +
+                   save_snapshot(settings.dump_dir, describe(at, a.host, host_contents(a.host, 0)), a.host);
+    });
+  }
+}
+
+// What a record does now, given what was compiled in and the run-time level
+// (-1: as compiled). 0: nothing.
+int32_t effective_action(int32_t compiled, int32_t phase, int level) {
+  if (level < 0) return compiled;
+  if (compiled == AOTI_DEBUG_PRINTER_WATCH) return level == 3 ? compiled : 0;
+  if (level == 1) return AOTI_DEBUG_PRINTER_SAVE;
+  if (level == 2) return AOTI_DEBUG_PRINTER_PRINT;
+  return level == 3 && phase == AOTI_DEBUG_PRINTER_BEFORE_LAUNCH ? AOTI_DEBUG_PRINTER_WATCH : 0;
+}
+
+int64_t non_finite(const TensorStats& s) {
+  return s.nan + s.pos_inf + s.neg_inf;
+}
+
+} // namespace
+
 std::string launch(int32_t phase, const std::string& kernel, int32_t flags) {
   if (phase == AOTI_DEBUG_PRINTER_BEFORE_LAUNCH) {
     ++state.launch;
     state.call = state.calls[kernel]++;
     state.watched.clear();
   }
+  const int level = runtime_level();
+  if (level == 0) {  // switched off at run time: the cheap path
+    state.syncing = state.watching = state.selected = false;
+    return "";
+  }
   const Settings settings = current_settings();
-  if (!settings.rank_selected()) return "";
+  if (!settings.rank_selected()) {
+    state.syncing = state.watching = state.selected = false;
+    return "";
+  }
   const bool json = settings.format == Format::Jsonl;
+  const bool names_level =
+      level == 3 || (level < 0 && (flags & AOTI_DEBUG_PRINTER_SYNC_BY_DEFAULT));
   if (phase == AOTI_DEBUG_PRINTER_BEFORE_LAUNCH) {
-    state.syncing = settings.sync == Sync::On ||
-                    (settings.sync == Sync::Auto && (flags & AOTI_DEBUG_PRINTER_SYNC_BY_DEFAULT));
+    // Selected at compile time (by the compile-time filter) and now.
+    state.selected = !(flags & AOTI_DEBUG_PRINTER_UNSELECTED) && settings.kernel_selected(kernel);
+    state.syncing = settings.sync == Sync::On || (settings.sync == Sync::Auto && names_level);
+    state.watching = state.syncing || settings.trap;
     // Before the first kernel of a run, an error already pending is not
     // this model's: say so rather than blame its first kernel.
     if (state.syncing && state.launch == 0) {
@@ -119,21 +166,8 @@ std::string launch(int32_t phase, const std::string& kernel, int32_t flags) {
     const std::string error = device::check_current_stream();
     if (!error.empty()) {
       const Where w = where_now(phase, kernel, "");
-      if (settings.replay) {
-        for (WatchedArg& a : state.watched) {
-          if (!a.host.defined()) continue;
-          Where at = w;
-          at.phase = phase_name(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH);
-          at.arg = a.name;
-          saving([&] {
-            a.saved_as = settings.dump_dir + "/" +
-                         save_snapshot(settings.dump_dir, describe(at, a.host, host_contents(a.host, 0)),
-                                       a.host);
-          });
-        }
-      }
-      const std::string record = format_cuda_error(w, error, state.watched, json);
-      emit(settings, record);
+      if (settings.replay) save_inputs(settings, w);
+      emit(settings, format_cuda_error(w, error, state.watched, json));
       if (settings.output != "stderr") {
         report_error("CUDA error after kernel " + kernel + " (launch " + std::to_string(w.launch) +
                      "): " + error);
@@ -141,9 +175,8 @@ std::string launch(int32_t phase, const std::string& kernel, int32_t flags) {
       state.watched.clear();
       return "kernel " + kernel + " (launch " + std::to_string(w.launch) + ") failed: " + error;
     }
-    state.watched.clear();
   }
-  if (flags & AOTI_DEBUG_PRINTER_ANNOUNCE) emit(settings, format_launch(where_now(phase, kernel, ""), json));
+  if (names_level && state.selected) emit(settings, format_launch(where_now(phase, kernel, ""), json));
   return "";
 }
 
@@ -161,34 +194,79 @@ Where where_now(int32_t phase, const std::string& kernel, const std::string& arg
   return w;
 }
 
-void record_tensor(int32_t action, const Where& where, const at::Tensor* t) {
-  const Settings settings = current_settings();
-  if (!settings.rank_selected()) return;
-  const bool defined = t != nullptr && t->defined();
-  if (state.syncing && defined && where.phase == phase_name(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH)) {
-    state.watched.push_back(watch(where.arg, *t, settings.replay));
+std::string record_tensor(int32_t action, const Where& where, const at::Tensor* t) {
+  const int level = runtime_level();
+  if (level == 0) return "";
+  const int32_t phase = where.phase == phase_name(AOTI_DEBUG_PRINTER_MODEL_INPUT)   ? AOTI_DEBUG_PRINTER_MODEL_INPUT
+                        : where.phase == phase_name(AOTI_DEBUG_PRINTER_AFTER_LAUNCH) ? AOTI_DEBUG_PRINTER_AFTER_LAUNCH
+                        : where.phase == phase_name(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH) ? AOTI_DEBUG_PRINTER_BEFORE_LAUNCH
+                                                                                      : -1;
+  // Kernel records follow the run-time filter; model inputs belong to none.
+  if (phase == AOTI_DEBUG_PRINTER_BEFORE_LAUNCH || phase == AOTI_DEBUG_PRINTER_AFTER_LAUNCH) {
+    if (!state.selected) return "";
   }
-  if (action == AOTI_DEBUG_PRINTER_WATCH) return;
+  action = effective_action(action, phase, level);
+  if (action == 0) return "";
+  const Settings settings = current_settings();
+  if (!settings.rank_selected()) return "";
+  const bool defined = t != nullptr && t->defined();
+  if (state.watching && defined && phase == AOTI_DEBUG_PRINTER_BEFORE_LAUNCH) {
+    state.watched.push_back(watch(where.arg, *t, settings.replay || settings.trap));
+  }
+  if (action == AOTI_DEBUG_PRINTER_WATCH) return "";
   const bool json = settings.format == Format::Jsonl;
   if (!defined) {
     const TensorRecord r = describe_problem(where, t ? "undefined tensor" : "null tensor handle");
     emit(settings, format_record(r, json));
-    return;
+    return "";
   }
+  TensorRecord r;
   if (action == AOTI_DEBUG_PRINTER_SAVE) {
     // A snapshot needs every element on the host anyway: one copy, and the
     // manifest's statistics from it.
     const at::Tensor host = to_host(*t);
-    const TensorRecord r = describe(where, *t, host_contents(host, 0));
+    r = describe(where, *t, host_contents(host, 0));
     saving([&] { save_snapshot(settings.dump_dir, r, host); });
-    return;
+  } else {
+    r = describe(where, *t, read_contents(*t, settings.max_values));
+    emit(settings, format_record(r, json));
   }
-  const TensorRecord r = describe(where, *t, read_contents(*t, settings.max_values));
-  emit(settings, format_record(r, json));
+  if (!settings.trap || non_finite(r.stats) == 0) return "";
+  if (phase == AOTI_DEBUG_PRINTER_MODEL_INPUT) {
+    emit(settings, format_trap(where, r.stats, "model input " + where.arg +
+                                                   " already holds NaN/Inf: no kernel made it",
+                               {}, json));
+    return "model input " + where.arg + " holds NaN/Inf";
+  }
+  if (phase != AOTI_DEBUG_PRINTER_AFTER_LAUNCH) return "";
+  // Blame the kernel only for values it made: the argument was finite
+  // before launch, or was not an argument then (an output).
+  for (const WatchedArg& a : state.watched) {
+    if (a.name == where.arg && a.host.defined() && non_finite(compute_stats(a.host)) > 0) return "";
+  }
+  std::vector<TensorRecord> inputs;
+  save_inputs(settings, where);
+  for (const WatchedArg& a : state.watched) {
+    if (!a.host.defined()) continue;
+    Where at = where;
+    at.phase = phase_name(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH);
+    at.arg = a.name;
+    inputs.push_back(describe(at, a.host, host_contents(a.host, settings.max_values)));
+    if (!a.saved_as.empty()) inputs.back().problem.clear();
+  }
+  std::vector<std::string> files;
+  for (const WatchedArg& a : state.watched) files.push_back(a.saved_as);
+  emit(settings, format_trap(where, r.stats, "kernel " + where.kernel + " made NaN/Inf in " + where.arg,
+                             inputs, json, files));
+  return "kernel " + where.kernel + " (launch " + std::to_string(where.launch) + ") made NaN/Inf in " +
+         where.arg;
 }
 
 void record_scalar(int32_t action, const Where& where, const char* type, const std::string& value) {
-  if (action == AOTI_DEBUG_PRINTER_WATCH) return;
+  const int level = runtime_level();
+  if (level == 0 || (where.launch >= 0 && !state.selected)) return;
+  action = effective_action(action, -1, level);
+  if (action == 0 || action == AOTI_DEBUG_PRINTER_WATCH) return;
   const Settings settings = current_settings();
   if (!settings.rank_selected()) return;
   if (action == AOTI_DEBUG_PRINTER_SAVE) {
@@ -231,11 +309,17 @@ int32_t aoti_debug_printer_launch(int32_t phase, const char* kernel, int32_t fla
   return failed;
 }
 
-void aoti_debug_printer_tensor(int32_t action, int32_t phase, const char* kernel,
-                               const char* arg, AtenTensorHandle tensor) {
+int32_t aoti_debug_printer_tensor(int32_t action, int32_t phase, const char* kernel,
+                                  const char* arg, AtenTensorHandle tensor) {
+  int32_t trapped = 0;
   guarded(__func__, [&] {
-    record_tensor(action, where_now(phase, or_empty(kernel), or_empty(arg)), tensor_of(tensor));
+    trapped = record_tensor(action, where_now(phase, or_empty(kernel), or_empty(arg)),
+                            tensor_of(tensor))
+                      .empty()
+                  ? 0
+                  : 1;
   });
+  return trapped;
 }
 
 void aoti_debug_printer_int64(int32_t action, int32_t phase, const char* kernel, const char* arg,

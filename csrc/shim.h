@@ -23,7 +23,9 @@ std::string phase_name(int32_t phase);
 
 // `t == nullptr` stands for a null handle. `action` is AOTI_DEBUG_PRINTER_SAVE,
 // _PRINT or _WATCH. Save failures are reported, never thrown.
-void record_tensor(int32_t action, const Where& where, const at::Tensor* t);
+// Returns "" or, when the NaN/Inf trap fired (already reported), a message
+// that names the kernel or the model input.
+std::string record_tensor(int32_t action, const Where& where, const at::Tensor* t);
 void record_scalar(int32_t action, const Where& where, const char* type, const std::string& value);
 
 // Number of snapshots that could not be saved since the process started.

@@ -41,11 +41,23 @@ class Dynamic(torch.nn.Module):
         return torch.softmax(x * 2, dim=0)
 
 
+class NanMaker(torch.nn.Module):
+    """A finite mm, then a fused kernel whose log turns negatives into NaN."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(8, 8))
+
+    def forward(self, x):
+        return torch.log(torch.relu(x @ self.weight) - 1) * 2
+
+
 def build(name: str, device: str = "cpu"):
     torch.manual_seed(0)
-    model = {"mlp": MLP, "addmm": Addmm, "twice_mm": TwiceMM, "dynamic": Dynamic}[name]()
+    model = {"mlp": MLP, "addmm": Addmm, "twice_mm": TwiceMM, "dynamic": Dynamic,
+             "nan_maker": NanMaker}[name]()
     model = model.eval().to(device)
-    if name == "mlp":
+    if name in ("mlp", "nan_maker"):
         inputs = (torch.randn(3, 8),)
     elif name == "dynamic":
         inputs = (torch.randn(5, 3),)

@@ -90,10 +90,11 @@ def test_filter_applies_at_every_level(package, level):
         assert launches(source, 0, flags=3) == selected
         assert launches(source, 1, flags=3) == selected
         # Unselected kernels are still checked for CUDA errors, silently.
-        assert launches(source, 1, flags=2) == [k for k in kernels if k not in selected]
+        assert launches(source, 1, flags=6) == [k for k in kernels if k not in selected]
     else:
         # Unselected kernels still advance the launch index, silently.
-        assert launches(source, 0, flags=0) == kernels
+        assert launches(source, 0) == kernels
+        assert launches(source, 0, flags=0) == selected
     assert recorded - {""} == set(selected)
 
 

@@ -29,7 +29,7 @@ _PY_MODULE = "_aoti_debug_printer"
 # Values of the C enums in aoti_debug_printer.h.
 SAVE, PRINT, WATCH = 1, 2, 3
 BEFORE_LAUNCH, AFTER_LAUNCH, MODEL_INPUT = 0, 1, 2
-ANNOUNCE, SYNC_BY_DEFAULT = 1, 2
+ANNOUNCE, SYNC_BY_DEFAULT, UNSELECTED = 1, 2, 4
 
 
 class IntermediateValueDebuggingLevel(Enum):
@@ -171,7 +171,8 @@ class DebugPrinterManager:
         selected = self.kernel_filter(kernel_name)
         phase = BEFORE_LAUNCH if before_launch else AFTER_LAUNCH
         names_only = level is IntermediateValueDebuggingLevel.PRINT_KERNEL_NAMES_ONLY
-        flags = (ANNOUNCE if selected and names_only else 0) | (SYNC_BY_DEFAULT if names_only else 0)
+        flags = ((ANNOUNCE if selected and names_only else 0) | (SYNC_BY_DEFAULT if names_only else 0)
+                 | (0 if selected else UNSELECTED))
         # Every kernel gets both events, selected or not: launch indices do
         # not depend on the filter, and the after event is where the shim
         # checks for CUDA errors when syncing.
