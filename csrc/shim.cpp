@@ -176,7 +176,8 @@ std::string launch(int32_t phase, const std::string& kernel, int32_t flags) {
       return "kernel " + kernel + " (launch " + std::to_string(w.launch) + ") failed: " + error;
     }
   }
-  if (names_level && state.selected) emit(settings, format_launch(where_now(phase, kernel, ""), json));
+  const bool announce = level == 3 || (level < 0 && (flags & AOTI_DEBUG_PRINTER_ANNOUNCE));
+  if (announce && state.selected) emit(settings, format_launch(where_now(phase, kernel, ""), json));
   return "";
 }
 

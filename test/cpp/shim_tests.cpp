@@ -383,3 +383,77 @@ TEST_CASE("the ABI table and the header's loader find this library",
   CHECK(out.find("k f = 0.5 (float64)") != std::string::npos);
   CHECK(out.find("k b = false (bool)") != std::string::npos);
 }
+
+TEST_CASE("run-time level, kernel filter and ranks", "[aoti_debug_printer_set_option]") {
+  Scratch s;
+  at::Tensor t = at::ones({2});
+  const auto one_kernel = [&](const char* kernel, int32_t flags) {
+    aoti_debug_printer_launch(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, kernel, flags);
+    aoti_debug_printer_tensor(AOTI_DEBUG_PRINTER_PRINT, AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, kernel,
+                              "x", handle(t));
+    aoti_debug_printer_launch(AOTI_DEBUG_PRINTER_AFTER_LAUNCH, kernel, flags);
+  };
+  aoti_debug_printer_begin_run();
+  CHECK(aoti_debug_printer_set_option("level", "0") == 0);
+  one_kernel("off_kernel", 0);
+  CHECK(aoti_debug_printer_set_option("level", "3") == 0);
+  one_kernel("named_kernel", 0);
+  one_kernel("unselected_kernel", AOTI_DEBUG_PRINTER_UNSELECTED);
+  CHECK(aoti_debug_printer_set_option("level", "-1") == 0);
+  CHECK(aoti_debug_printer_set_option("kernels", "{TRITON_*, other}") == 0);
+  one_kernel("triton_poi_0", 0);
+  one_kernel("cpp_fused_0", 0);
+  CHECK(aoti_debug_printer_set_option("kernels", "") == 0);
+  CHECK(aoti_debug_printer_set_option("rank", "1") == 0);
+  CHECK(aoti_debug_printer_set_option("ranks", "0,2-3") == 0);
+  one_kernel("rank1_kernel", 0);
+  CHECK(aoti_debug_printer_set_option("ranks", "1") == 0);
+  one_kernel("rank1_selected", 0);
+  CHECK(aoti_debug_printer_set_option("rank", "-1") == 0);
+  CHECK(aoti_debug_printer_set_option("ranks", "all") == 0);
+  CHECK(aoti_debug_printer_set_option("level", "9") != 0);
+  CHECK(aoti_debug_printer_set_option("ranks", "1-x") != 0);
+
+  const std::string out = s.output();
+  CHECK(out.find("off_kernel") == std::string::npos);
+  // Level 3 at run time: names only, and only of kernels compiled in.
+  CHECK(out.find("before_launch named_kernel (run") != std::string::npos);
+  CHECK(out.find("after_launch named_kernel (run") != std::string::npos);
+  CHECK(out.find("named_kernel x") == std::string::npos);
+  CHECK(out.find("unselected_kernel") == std::string::npos);
+  CHECK(out.find("before_launch triton_poi_0 x") != std::string::npos);
+  CHECK(out.find("cpp_fused_0") == std::string::npos);
+  CHECK(out.find("rank1_kernel") == std::string::npos);
+  CHECK(out.find("rank 1 before_launch rank1_selected x") != std::string::npos);
+}
+
+TEST_CASE("the NaN/Inf trap blames the kernel that made them", "[aoti_debug_printer_tensor]") {
+  Scratch s;
+  CHECK(aoti_debug_printer_set_option("trap", "1") == 0);
+  at::Tensor in = at::ones({3});
+  at::Tensor out = at::zeros({3});
+  at::Tensor already = at::full({2}, NAN);
+  aoti_debug_printer_begin_run();
+  aoti_debug_printer_launch(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "k", 0);
+  CHECK(aoti_debug_printer_tensor(AOTI_DEBUG_PRINTER_PRINT, AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "k",
+                                  "in", handle(in)) == 0);
+  CHECK(aoti_debug_printer_tensor(AOTI_DEBUG_PRINTER_PRINT, AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "k",
+                                  "stale", handle(already)) == 0);
+  aoti_debug_printer_launch(AOTI_DEBUG_PRINTER_AFTER_LAUNCH, "k", 0);
+  // NaN that was there before launch is not this kernel's doing.
+  CHECK(aoti_debug_printer_tensor(AOTI_DEBUG_PRINTER_PRINT, AOTI_DEBUG_PRINTER_AFTER_LAUNCH, "k",
+                                  "stale", handle(already)) == 0);
+  out[1] = INFINITY;
+  CHECK(aoti_debug_printer_tensor(AOTI_DEBUG_PRINTER_PRINT, AOTI_DEBUG_PRINTER_AFTER_LAUNCH, "k",
+                                  "out", handle(out)) != 0);
+  CHECK(aoti_debug_printer_tensor(AOTI_DEBUG_PRINTER_PRINT, AOTI_DEBUG_PRINTER_MODEL_INPUT, "",
+                                  "arg0", handle(already)) != 0);
+  CHECK(aoti_debug_printer_set_option("trap", "0") == 0);
+  const std::string text = s.output();
+  CHECK(text.find("NaN/Inf TRAP at after_launch k out") != std::string::npos);
+  CHECK(text.find("kernel k made NaN/Inf in out") != std::string::npos);
+  CHECK(text.find("model input arg0 already holds NaN/Inf") != std::string::npos);
+  CHECK(text.find("TRAP at after_launch k stale") == std::string::npos);
+  // The kernel's inputs were saved before launch.
+  CHECK(std::distance(fs::directory_iterator(s.dump), fs::directory_iterator()) >= 2);
+}
