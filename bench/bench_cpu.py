@@ -1,7 +1,8 @@
 """CPU benchmark, all measured side by side in this one run:
 
 1. one inference of a model with many kernels: printer off, our level 2,
-   PyTorch's built-in level 2 (records go to /dev/null for both);
+   our level 2 switched off at run time, PyTorch's built-in level 2 (records
+   go to /dev/null for both);
 2. per-tensor statistics of one large tensor: ours against PyTorch's
    built-in aoti_torch_print_tensor_handle (called from libtorch itself).
 
@@ -92,21 +93,29 @@ def main() -> None:
         aoti_debug_printer.install()
         runners = {name: torch._inductor.aoti_load_package(str(p)) for name, p in variants.items()}
         aoti_debug_printer.set_option("output", "stdout")
+        # The level-2 model again, switched off at run time (no recompiling).
+        cases = [(name, name, -1) for name in runners]
+        cases.insert(2, ("ours, level 2, off at run time", "ours, level 2", 0))
         with stdout_to_devnull():
             # Interleaved rounds, so drift in the machine's speed hits all alike.
-            results: dict[str, list[float]] = {name: [] for name in runners}
+            results: dict[str, list[float]] = {name: [] for name, _, _ in cases}
             for _ in range(3):
-                for name, run in runners.items():
+                for name, variant, level in cases:
+                    aoti_debug_printer.set_option("level", level)
+                    run = runners[variant]
                     results[name].append(median_ms(lambda run=run: run(x), max(args.runs // 3, 1)))
+            aoti_debug_printer.set_option("level", -1)
     base = min(results["off (level 0)"])
     print(f"\nOne inference, {args.blocks} blocks ({3 * args.blocks} kernels), batch {args.batch}:")
-    print(f"  {'variant':<20}{'ms':>10}{'vs off':>10}{'overhead':>12}")
+    print(f"  {'variant':<32}{'ms':>10}{'vs off':>10}{'overhead':>12}")
     for name, times in results.items():
         ms = min(times)
-        print(f"  {name:<20}{ms:>10.2f}{ms / base:>9.1f}x{ms - base:>10.2f}ms")
+        print(f"  {name:<32}{ms:>10.3f}{ms / base:>9.3f}x{ms - base:>10.3f}ms")
     ours = min(results["ours, level 2"]) - base
     builtin = min(results["built-in, level 2"]) - base
     print(f"  our overhead / built-in overhead = {ours / builtin:.2f}")
+    switched = min(results["ours, level 2, off at run time"]) / base - 1
+    print(f"  level 2 switched off at run time costs {100 * switched:+.2f}% of an inference")
 
     big = torch.randn(args.numel)
     mib = big.numel() * big.element_size() / 2**20

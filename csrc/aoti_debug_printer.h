@@ -66,6 +66,11 @@ int32_t aoti_debug_printer_launch(int32_t phase, const char* kernel, int32_t fla
 int32_t aoti_debug_printer_tensor(
     int32_t action, int32_t phase, const char* kernel, const char* arg,
     AtenTensorHandle tensor);
+// The same, naming the node of the exported program whose value the tensor
+// holds (its provenance), which `aoti-debug diverge` matches against eager.
+int32_t aoti_debug_printer_tensor_of_node(
+    int32_t action, int32_t phase, const char* kernel, const char* arg, const char* node,
+    AtenTensorHandle tensor);
 // Scalar and SymInt arguments, each in its own type's format.
 void aoti_debug_printer_int64(
     int32_t action, int32_t phase, const char* kernel, const char* arg, int64_t value);
@@ -87,6 +92,8 @@ typedef struct aoti_debug_printer_api {
   void (*int64)(int32_t, int32_t, const char*, const char*, int64_t);
   void (*float64)(int32_t, int32_t, const char*, const char*, double);
   void (*boolean)(int32_t, int32_t, const char*, const char*, int32_t);
+  int32_t (*tensor_of_node)(int32_t, int32_t, const char*, const char*, const char*,
+                            AtenTensorHandle);
 } aoti_debug_printer_api;
 
 // Returns the table, or NULL when the caller wants an ABI we do not have.
@@ -159,10 +166,12 @@ inline void launch(const aoti_debug_printer_api* api, int32_t phase, const char*
 // expression picks the record, so a float is never printed as an integer.
 template <typename T>
 inline void value(const aoti_debug_printer_api* api, int32_t action, int32_t phase,
-                  const char* kernel, const char* arg, const T& v) {
+                  const char* kernel, const char* arg, const T& v, const char* node = nullptr) {
   if (!api) return;
   if constexpr (std::is_convertible_v<const T&, AtenTensorHandle>) {
-    if (api->tensor(action, phase, kernel, arg, static_cast<AtenTensorHandle>(v)) != 0) {
+    const AtenTensorHandle h = static_cast<AtenTensorHandle>(v);
+    if ((node ? api->tensor_of_node(action, phase, kernel, arg, node, h)
+              : api->tensor(action, phase, kernel, arg, h)) != 0) {
       throw std::runtime_error(std::string("aoti-debug-printer: NaN/Inf trap at ") +
                                (*kernel ? kernel : "model input") + " " + arg +
                                "; its record is above");

@@ -63,8 +63,9 @@ py::dict stats_dict(const at::Tensor& t, const std::string& on) {
 // Python values in the JIT wrapper: tensors, SymInt-derived ints, floats,
 // bools. Anything else is recorded by its type name.
 void record(int32_t action, int32_t phase, const std::string& kernel, const std::string& arg,
-            py::handle value) {
-  const Where w = where_now(phase, kernel, arg);
+            py::handle value, const std::string& node) {
+  Where w = where_now(phase, kernel, arg);
+  w.node = node;
   std::string trapped;
   if (THPVariable_Check(value.ptr())) {
     const at::Tensor t = THPVariable_Unpack(value.ptr());
@@ -137,7 +138,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("launch", &launch_event, py::arg("phase"), py::arg("kernel"), py::arg("flags"),
         "Mark a kernel launch; raises RuntimeError when a CUDA error is found after a kernel.");
   m.def("record", &record, py::arg("action"), py::arg("phase"), py::arg("kernel"), py::arg("arg"),
-        py::arg("value"), "Print or save one kernel argument.");
+        py::arg("value"), py::arg("node") = "",
+        "Print or save one kernel argument (node: the exported program's node it holds).");
   m.def("stats", &stats_dict, py::arg("tensor"), py::arg("on") = "auto",
         "The fused statistics of a tensor.");
   m.def("has_device_stats", [](const at::Tensor& t) { return device::computes_stats_on(t); },

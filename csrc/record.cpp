@@ -125,7 +125,8 @@ std::string json_where(const Where& w) {
   return "\"phase\": " + json_string(w.phase) + ", \"kernel\": " + json_string(w.kernel) +
          ", \"arg\": " + json_string(w.arg) + ", \"run\": " + std::to_string(w.run) +
          ", \"launch\": " + std::to_string(w.launch) + ", \"call\": " + std::to_string(w.call) +
-         ", \"rank\": " + std::to_string(w.rank) + ", \"pid\": " + std::to_string(static_cast<int64_t>(getpid()));
+         ", \"rank\": " + std::to_string(w.rank) + ", \"node\": " + json_string(w.node) +
+         ", \"pid\": " + std::to_string(static_cast<int64_t>(getpid()));
 }
 
 at::Tensor to_host(const at::Tensor& t) {

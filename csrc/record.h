@@ -21,6 +21,7 @@ struct Where {
   int64_t launch = -1;
   int64_t call = -1;   // how many times this kernel ran before, in this run
   int64_t rank = -1;   // the process's distributed rank; -1 outside one
+  std::string node;    // the exported program's node the tensor holds, if known
 };
 
 struct TensorRecord {

@@ -53,6 +53,7 @@ std::vector<std::pair<int64_t, int64_t>> rank_ranges(const std::string& spec) {
 }
 
 std::atomic<int> level_now{-1};
+std::atomic<int64_t> rank_now{-1};
 
 // "{a, b*}" or "a,b*" -> ["a", "b*"]; as the compile-time filter.
 std::vector<std::string> kernel_patterns(const std::string& spec) {
@@ -142,6 +143,7 @@ Settings& settings() {
       }
     }
     level_now.store(init.level);
+    rank_now.store(init.rank);
     return init;
   }();
   return s;
@@ -182,12 +184,18 @@ void set_option(const std::string& key, const std::string& value) {
   apply(updated, key, value);
   settings() = updated;
   level_now.store(updated.level);
+  rank_now.store(updated.rank);
 }
 
 int runtime_level() {
   static const bool loaded = (current_settings(), true);  // the environment, once
   (void)loaded;
   return level_now.load(std::memory_order_relaxed);
+}
+
+int64_t current_rank() {
+  (void)runtime_level();  // the environment, once
+  return rank_now.load(std::memory_order_relaxed);
 }
 
 bool Settings::kernel_selected(const std::string& kernel) const {

@@ -62,6 +62,8 @@ struct Settings {
 // The run-time level without taking the settings lock: the one check every
 // emitted call makes, so that a model switched off costs next to nothing.
 int runtime_level();
+// The rank, likewise: every record carries it.
+int64_t current_rank();
 
 // A copy, so callers never hold the lock while they format or write.
 Settings current_settings();

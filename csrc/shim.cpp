@@ -127,13 +127,14 @@ int64_t non_finite(const TensorStats& s) {
 } // namespace
 
 std::string launch(int32_t phase, const std::string& kernel, int32_t flags) {
+  const int level = runtime_level();
   if (phase == AOTI_DEBUG_PRINTER_BEFORE_LAUNCH) {
     ++state.launch;
-    state.call = state.calls[kernel]++;
+    // Call indices hash the name: not while switched off.
+    if (level != 0) state.call = state.calls[kernel]++;
     state.watched.clear();
   }
-  const int level = runtime_level();
-  if (level == 0) {  // switched off at run time: the cheap path
+  if (level == 0) {
     state.syncing = state.watching = state.selected = false;
     return "";
   }
@@ -187,7 +188,7 @@ Where where_now(int32_t phase, const std::string& kernel, const std::string& arg
   w.kernel = kernel;
   w.arg = arg;
   w.run = state.run;
-  w.rank = current_settings().rank;
+  w.rank = current_rank();
   if (phase != AOTI_DEBUG_PRINTER_MODEL_INPUT) {
     w.launch = state.launch;
     w.call = state.call;
@@ -305,6 +306,10 @@ void aoti_debug_printer_begin_run(void) {
 }
 
 int32_t aoti_debug_printer_launch(int32_t phase, const char* kernel, int32_t flags) {
+  if (runtime_level() == 0) {  // switched off: count the launch, nothing more
+    if (phase == AOTI_DEBUG_PRINTER_BEFORE_LAUNCH) guarded(__func__, [&] { launch(phase, "", flags); });
+    return 0;
+  }
   int32_t failed = 0;
   guarded(__func__, [&] { failed = launch(phase, or_empty(kernel), flags).empty() ? 0 : 1; });
   return failed;
@@ -312,6 +317,7 @@ int32_t aoti_debug_printer_launch(int32_t phase, const char* kernel, int32_t fla
 
 int32_t aoti_debug_printer_tensor(int32_t action, int32_t phase, const char* kernel,
                                   const char* arg, AtenTensorHandle tensor) {
+  if (runtime_level() == 0) return 0;  // switched off: build nothing
   int32_t trapped = 0;
   guarded(__func__, [&] {
     trapped = record_tensor(action, where_now(phase, or_empty(kernel), or_empty(arg)),
@@ -323,8 +329,22 @@ int32_t aoti_debug_printer_tensor(int32_t action, int32_t phase, const char* ker
   return trapped;
 }
 
+int32_t aoti_debug_printer_tensor_of_node(int32_t action, int32_t phase, const char* kernel,
+                                          const char* arg, const char* node,
+                                          AtenTensorHandle tensor) {
+  if (runtime_level() == 0) return 0;  // switched off: build nothing
+  int32_t trapped = 0;
+  guarded(__func__, [&] {
+    Where w = where_now(phase, or_empty(kernel), or_empty(arg));
+    w.node = or_empty(node);
+    trapped = record_tensor(action, w, tensor_of(tensor)).empty() ? 0 : 1;
+  });
+  return trapped;
+}
+
 void aoti_debug_printer_int64(int32_t action, int32_t phase, const char* kernel, const char* arg,
                               int64_t value) {
+  if (runtime_level() == 0) return;  // switched off: build nothing
   guarded(__func__, [&] {
     record_scalar(action, where_now(phase, or_empty(kernel), or_empty(arg)), "int64",
                   std::to_string(value));
@@ -333,6 +353,7 @@ void aoti_debug_printer_int64(int32_t action, int32_t phase, const char* kernel,
 
 void aoti_debug_printer_float64(int32_t action, int32_t phase, const char* kernel,
                                 const char* arg, double value) {
+  if (runtime_level() == 0) return;  // switched off: build nothing
   guarded(__func__, [&] {
     record_scalar(action, where_now(phase, or_empty(kernel), or_empty(arg)), "float64",
                   float_text(value));
@@ -341,6 +362,7 @@ void aoti_debug_printer_float64(int32_t action, int32_t phase, const char* kerne
 
 void aoti_debug_printer_bool(int32_t action, int32_t phase, const char* kernel, const char* arg,
                              int32_t value) {
+  if (runtime_level() == 0) return;  // switched off: build nothing
   guarded(__func__, [&] {
     record_scalar(action, where_now(phase, or_empty(kernel), or_empty(arg)), "bool",
                   value ? "true" : "false");
@@ -366,6 +388,7 @@ const aoti_debug_printer_api* aoti_debug_printer_get_api(uint32_t abi_version) {
       &aoti_debug_printer_int64,
       &aoti_debug_printer_float64,
       &aoti_debug_printer_bool,
+      &aoti_debug_printer_tensor_of_node,
   };
   return abi_version == AOTI_DEBUG_PRINTER_ABI_VERSION ? &api : nullptr;
 }

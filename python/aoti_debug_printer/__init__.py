@@ -23,6 +23,9 @@ __all__ = [
     "set_option",
     "get_option",
     "library_path",
+    "compare",
+    "report",
+    "first_divergence_from_eager",
 ]
 
 
@@ -75,6 +78,32 @@ def set_option(key: str, value: Any) -> None:
 
 def get_option(key: str) -> str:
     return _shim().get_option(key)
+
+
+def compare(a, b, rtol: float | None = None, atol: float | None = None):
+    """Compares two dumps (level-1 directories or JSON-lines records files);
+    see `aoti-debug compare`. Returns a Comparison (.first, .worst(),
+    .only_a, .only_b)."""
+    from ._compare import compare as _compare
+
+    return _compare(a, b, rtol=rtol, atol=atol)
+
+
+def report(dump, output="aoti-debug-report.html"):
+    """Writes the HTML report of a dump; see `aoti-debug report`."""
+    from ._report import write_report
+
+    return write_report(dump, output)
+
+
+def first_divergence_from_eager(program, inputs=None, dump=None, float64: bool = False,
+                                rtol: float | None = None, atol: float | None = None):
+    """Compiles an exported program at level 1, runs it, and matches each
+    kernel's outputs against eager execution of the same program; see
+    `aoti-debug diverge`. Returns a Divergence (.first, .matches, .unmatched)."""
+    from ._diverge import first_divergence_from_eager as _diverge
+
+    return _diverge(program, inputs, dump=dump, float64=float64, rtol=rtol, atol=atol)
 
 
 def library_path() -> str:

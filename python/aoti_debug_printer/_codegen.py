@@ -89,6 +89,30 @@ def _is_buffer_or_input(name: str) -> bool:
     )
 
 
+def _provenance(name: str) -> str | None:
+    """The exported program's node whose value buffer `name` holds: Inductor
+    knows the FX node a buffer materializes (its origin node), and FX keeps
+    the chain of nodes that one was copied from (meta["from_node"]); the
+    chain's root is the node in the graph the user exported. None for
+    inputs, constants and buffers with no single origin node."""
+    from torch._inductor.virtualized import V
+
+    try:
+        buffer = V.graph.get_buffer(name)
+        node = buffer.get_origin_node() if buffer is not None else None
+    except Exception:  # internals move between torch releases: no provenance then
+        return None
+    if node is None:
+        return None
+    name = node.name
+    sources = node.meta.get("from_node") or []
+    while sources:
+        source = sources[0]
+        name = getattr(source, "name", name)
+        sources = getattr(source, "from_node", None) or []
+    return name
+
+
 class DebugPrinterManager:
     def __init__(
         self,
@@ -235,10 +259,13 @@ class DebugPrinterManager:
     def _record(self, action: int, phase: int, kernel: str, arg: str) -> str:
         # The recorded name drops copy_arrayref_tensor_to_tensor(...).
         label = re.sub(r"^copy_arrayref_tensor_to_tensor\((.*)\)$", r"\1", arg)
+        node = _provenance(label) if action != WATCH else None
         if self._cpp():
+            extra = f", {_c_string(node)}" if node else ""
             return (f"aoti_debug_printer::value(AOTI_DEBUG_PRINTER_API, {action}, {phase}, "
-                    f"{_c_string(kernel)}, {_c_string(label)}, {arg});")
-        return f"{_PY_MODULE}.record({action}, {phase}, {kernel!r}, {label!r}, {arg})"
+                    f"{_c_string(kernel)}, {_c_string(label)}, {arg}{extra});")
+        extra = f", {node!r}" if node else ""
+        return f"{_PY_MODULE}.record({action}, {phase}, {kernel!r}, {label!r}, {arg}{extra})"
 
     def _api_call(self, function: str, *args: str | int | bool) -> str:
         """One call of the shim's API in the wrapper's language (strings are

@@ -1,0 +1,79 @@
+"""The `aoti-debug` command: from printed records to the kernel that went wrong.
+
+    aoti-debug compare A B [--rtol R] [--atol A] [--top N]
+    aoti-debug report DUMP [-o report.html]
+    aoti-debug diverge PROGRAM.pt2 [--dump DUMP] [--float64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+log = logging.getLogger("aoti_debug_printer")
+
+
+def _compare(args) -> int:
+    from ._compare import compare, format_comparison
+
+    c = compare(args.a, args.b, rtol=args.rtol, atol=args.atol)
+    sys.stdout.write(format_comparison(c, top=args.top))
+    return 1 if c.diverged or c.only_a or c.only_b else 0
+
+
+def _report(args) -> int:
+    from ._report import write_report
+
+    out = write_report(args.dump, args.output)
+    print(f"wrote {out}")
+    return 0
+
+
+def _diverge(args) -> int:
+    from ._diverge import first_divergence_from_eager, format_divergence
+
+    result = first_divergence_from_eager(args.program, dump=args.dump, float64=args.float64,
+                                         rtol=args.rtol, atol=args.atol)
+    sys.stdout.write(format_divergence(result))
+    return 1 if result.first is not None else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="aoti-debug", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("compare", help="first kernel whose outputs differ between two dumps")
+    p.add_argument("a", help="reference: a level-1 dump directory or a JSON-lines records file")
+    p.add_argument("b", help="the dump to check against A")
+    p.add_argument("--rtol", type=float, help="relative tolerance (default: per dtype)")
+    p.add_argument("--atol", type=float, help="absolute tolerance (default: per dtype)")
+    p.add_argument("--top", type=int, default=10, help="rows of the worst-offenders table")
+    p.set_defaults(run=_compare)
+
+    p = sub.add_parser("report", help="a self-contained HTML page of a dump")
+    p.add_argument("dump", help="a level-1 dump directory or a JSON-lines records file")
+    p.add_argument("-o", "--output", default="aoti-debug-report.html")
+    p.set_defaults(run=_report)
+
+    p = sub.add_parser("diverge", help="first kernel where a compiled model differs from eager")
+    p.add_argument("program", help="an exported program (torch.export.save); it is compiled at "
+                   "level 1 and run on its example inputs")
+    p.add_argument("--dump", help="instead of compiling: a level-1 dump of one run of the model "
+                   "compiled from PROGRAM, on the program's example inputs")
+    p.add_argument("--float64", action="store_true", help="run the eager reference in float64")
+    p.add_argument("--rtol", type=float)
+    p.add_argument("--atol", type=float)
+    p.set_defaults(run=_diverge)
+
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    try:
+        return args.run(args)
+    except (FileNotFoundError, ValueError) as e:
+        log.error("aoti-debug %s: %s", args.command, e)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,178 @@
+"""Comparing two dumps: the first kernel whose outputs diverge, and the
+worst offenders. Level-1 dumps compare element by element; records without
+files compare by their statistics."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ._dumps import Dump, Record, load_dump
+
+# (rtol, atol) per dtype, close to torch.testing's defaults; integers and
+# bool must match exactly.
+TOLERANCES = {
+    "float16": (1e-3, 1e-5),
+    "bfloat16": (1.6e-2, 1e-5),
+    "float32": (1.3e-6, 1e-5),
+    "float64": (1e-7, 1e-7),
+    "complex32": (1e-3, 1e-5),
+    "complex64": (1.3e-6, 1e-5),
+    "complex128": (1e-7, 1e-7),
+}
+FLOAT8 = (1.25e-1, 1e-3)
+EXACT = (0.0, 0.0)
+# Which phases hold a kernel's results; before_launch holds its inputs (and
+# whatever memory its outputs had), which another compile may not share.
+COMPARED_PHASES = ("after_launch", "model_input")
+STATS = ("min", "max", "mean", "std", "absmax")
+COUNTS = ("nan", "pos_inf", "neg_inf", "finite")
+
+
+def tolerance(dtype: str, rtol: float | None, atol: float | None) -> tuple[float, float]:
+    default = TOLERANCES.get(dtype) or (FLOAT8 if dtype.startswith("float8") else EXACT)
+    return (default[0] if rtol is None else rtol, default[1] if atol is None else atol)
+
+
+@dataclass
+class Difference:
+    a: Record
+    b: Record
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    mismatches: int = 0  # elements (files) or statistics (records) beyond tolerance
+    moved: list[str] = field(default_factory=list)  # statistics that moved
+    problem: str = ""  # shape or dtype differ
+
+    @property
+    def diverged(self) -> bool:
+        return bool(self.problem) or self.mismatches > 0
+
+
+@dataclass
+class Comparison:
+    a: Path
+    b: Path
+    compared: list[Difference]
+    only_a: list[Record]
+    only_b: list[Record]
+
+    @property
+    def diverged(self) -> list[Difference]:
+        return [d for d in self.compared if d.diverged]
+
+    @property
+    def first(self) -> Difference | None:
+        """The first divergence in launch order (of dump A)."""
+        return self.diverged[0] if self.diverged else None
+
+    def worst(self, n: int = 10) -> list[Difference]:
+        return sorted(self.diverged, key=lambda d: (bool(d.problem), d.max_rel, d.max_abs),
+                      reverse=True)[:n]
+
+
+def _close(x, y, rtol: float, atol: float) -> bool:
+    if x is None or y is None:
+        return x is None and y is None
+    if math.isnan(x) or math.isnan(y):
+        return math.isnan(x) and math.isnan(y)
+    return abs(x - y) <= atol + rtol * abs(y)
+
+
+def _compare_stats(d: Difference, rtol: float, atol: float, sa: dict | None = None,
+                   sb: dict | None = None) -> None:
+    sa = (d.a.stats or {}) if sa is None else sa
+    sb = (d.b.stats or {}) if sb is None else sb
+    for key in COUNTS:
+        if sa.get(key) != sb.get(key):
+            d.moved.append(key)
+    for key in STATS:
+        x, y = sa.get(key), sb.get(key)
+        if not _close(x, y, rtol, atol):
+            d.moved.append(key)
+        if x is not None and y is not None and not (math.isnan(x) or math.isnan(y)):
+            d.max_abs = max(d.max_abs, abs(x - y))
+            d.max_rel = max(d.max_rel, abs(x - y) / max(abs(y), 1e-30))
+    d.mismatches = len(d.moved)
+
+
+def _compare_tensors(d: Difference, ta, tb, rtol: float, atol: float) -> None:
+    import torch
+
+    if ta.shape != tb.shape or ta.dtype != tb.dtype:
+        d.problem = f"{ta.dtype} {list(ta.shape)} vs {tb.dtype} {list(tb.shape)}"
+        return
+    if ta.dtype.is_complex:
+        x, y = ta.to(torch.complex128), tb.to(torch.complex128)
+    else:
+        x, y = ta.to(torch.float64), tb.to(torch.float64)
+    close = torch.isclose(x, y, rtol=rtol, atol=atol, equal_nan=True)
+    diff = (x - y).abs()
+    finite = torch.isfinite(diff)
+    if finite.any():
+        d.max_abs = float(diff[finite].max())
+        d.max_rel = float((diff[finite] / y.abs()[finite].clamp_min(1e-30)).max())
+    # Which statistics moved, for the table: of the saved tensors themselves.
+    from . import stats
+
+    max_abs, max_rel = d.max_abs, d.max_rel
+    _compare_stats(d, rtol, atol, stats(ta, on="host"), stats(tb, on="host"))
+    d.max_abs, d.max_rel = max_abs, max_rel
+    d.mismatches = int((~close).sum())
+
+
+def compare(a: str | Path | Dump, b: str | Path | Dump, rtol: float | None = None,
+            atol: float | None = None) -> Comparison:
+    """Compares dump B against dump A (the reference order)."""
+    da = a if isinstance(a, Dump) else load_dump(a)
+    db = b if isinstance(b, Dump) else load_dump(b)
+    in_b = db.by_key()
+    seen: set[tuple] = set()
+    compared, only_a = [], []
+    for ra in da.records:
+        if ra.raw["phase"] not in COMPARED_PHASES or ra.key in seen:
+            continue
+        seen.add(ra.key)
+        rb = in_b.get(ra.key)
+        if rb is None:
+            only_a.append(ra)
+            continue
+        d = Difference(ra, rb)
+        r, t = tolerance(ra.raw.get("dtype", ""), rtol, atol)
+        if ra.raw.get("dtype") != rb.raw.get("dtype") or ra.raw.get("shape") != rb.raw.get("shape"):
+            d.problem = (f"{rb.raw.get('dtype')} {rb.raw.get('shape')} where A has "
+                         f"{ra.raw.get('dtype')} {ra.raw.get('shape')}")
+        elif ra.path is not None and rb.path is not None:
+            _compare_tensors(d, ra.load(), rb.load(), r, t)
+        else:
+            _compare_stats(d, r, t)
+        compared.append(d)
+    only_b = [rb for rb in db.records
+              if rb.raw["phase"] in COMPARED_PHASES and rb.key not in seen]
+    return Comparison(da.source, db.source, compared, only_a, only_b)
+
+
+def format_comparison(c: Comparison, top: int = 10) -> str:
+    lines = [f"A: {c.a}", f"B: {c.b}",
+             f"compared {len(c.compared)} snapshots (after launch and model inputs); "
+             f"{len(c.diverged)} diverge"]
+    first = c.first
+    if first is None:
+        lines.append("no divergence beyond tolerance")
+    else:
+        r = first.a.raw
+        lines.append(f"FIRST DIVERGENCE: {first.a.label}, launch {r['launch']} in A")
+        lines.append("  " + (first.problem or
+                             f"max abs err {first.max_abs:.6g}, max rel err {first.max_rel:.6g}, "
+                             f"{first.mismatches} mismatches, moved: {', '.join(first.moved) or '-'}"))
+    if c.diverged:
+        lines.append("")
+        lines.append(f"{'worst offenders':<56}{'max abs':>12}{'max rel':>12}{'mismatch':>10}  moved")
+        for d in c.worst(top):
+            lines.append(f"{d.a.label[:55]:<56}{d.max_abs:>12.4g}{d.max_rel:>12.4g}"
+                         f"{d.mismatches:>10}  {d.problem or ', '.join(d.moved)}")
+    for side, recs in (("A", c.only_a), ("B", c.only_b)):
+        for r in recs:
+            lines.append(f"only in {side}: {r.label}")
+    return "\n".join(lines) + "\n"

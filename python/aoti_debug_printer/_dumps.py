@@ -1,0 +1,94 @@
+"""Reading what the printer wrote: a level-1 dump directory (manifest.jsonl
+and its .pt files) or a JSON-lines records file (AOTI_DEBUG_PRINTER_FORMAT=
+jsonl). One reader for `compare`, `report` and `diverge`."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class Record:
+    """One tensor snapshot: where it was taken, its statistics, and (level 1)
+    the file that holds it."""
+
+    raw: dict[str, Any]
+    run: int  # 0, 1, ... in the order the dump's runs appear
+    path: Path | None = None
+
+    @property
+    def key(self) -> tuple:
+        """What matches records of two dumps: rank, run, phase, kernel,
+        argument and call index (never the launch index, which another
+        compile may number differently)."""
+        r = self.raw
+        return (r.get("rank", -1), self.run, r["phase"], r["kernel"], r["arg"], r["call"])
+
+    @property
+    def label(self) -> str:
+        r = self.raw
+        where = f"{r['kernel']} {r['arg']}" if r["kernel"] else f"model input {r['arg']}"
+        call = f", call {r['call']}" if r["call"] >= 0 else ""
+        return f"{where} ({r['phase']}, run {self.run}{call})"
+
+    @property
+    def stats(self) -> dict[str, Any] | None:
+        return self.raw.get("stats")
+
+    def non_finite(self) -> int:
+        s = self.stats or {}
+        return sum(s.get(k, 0) or 0 for k in ("nan", "pos_inf", "neg_inf"))
+
+    def load(self):
+        import torch
+
+        if self.path is None:
+            return None
+        return torch.load(self.path, weights_only=True, map_location="cpu")
+
+
+@dataclass
+class Dump:
+    source: Path
+    records: list[Record] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)  # launch, trap, cuda_error, ...
+
+    def by_key(self) -> dict[tuple, Record]:
+        return {r.key: r for r in self.records}
+
+
+def load_dump(source: str | Path) -> Dump:
+    """A dump directory (its manifest.jsonl) or a records file (.jsonl).
+    Raises FileNotFoundError or ValueError with what is wrong."""
+    source = Path(source)
+    if source.is_dir():
+        manifest = source / "manifest.jsonl"
+        if not manifest.exists():
+            raise FileNotFoundError(f"{source} has no manifest.jsonl (is it a level-1 dump?)")
+        lines, base = manifest.read_text().splitlines(), source
+    elif source.exists():
+        lines, base = source.read_text().splitlines(), source.parent
+    else:
+        raise FileNotFoundError(f"no such dump: {source}")
+    dump = Dump(source)
+    runs: dict[tuple, int] = {}
+    for n, line in enumerate(lines, 1):
+        if not line.strip() or not line.lstrip().startswith("{"):
+            continue  # text records mixed in: skipped, JSON lines only
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{source}:{n}: not a JSON record ({e})") from None
+        if raw.get("event") != "tensor":
+            dump.events.append(raw)
+            continue
+        # Runs numbered per process and rank in order of appearance, so the
+        # first run of one dump meets the first of the other.
+        run_id = (raw.get("pid"), raw.get("rank", -1), raw.get("run", -1))
+        run = runs.setdefault(run_id, len([k for k in runs if k[1] == run_id[1]]))
+        path = base / raw["file"] if "file" in raw else None
+        dump.records.append(Record(raw, run, path))
+    return dump

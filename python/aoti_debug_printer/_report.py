@@ -1,0 +1,149 @@
+"""`aoti-debug report DUMP`: one self-contained HTML page (no network, no
+libraries): per-kernel statistics over launch order as an SVG plot, the
+first anomaly highlighted, and a sortable table. The records are embedded as
+JSON (<script id="records">) so that the page carries its own data."""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from pathlib import Path
+
+from ._dumps import Record, load_dump
+
+PLOT_W, PLOT_H, PAD = 960, 260, 40
+
+
+def _row(i: int, r: Record) -> dict:
+    s = r.stats or {}
+    raw = r.raw
+    return {
+        "index": i, "launch": raw.get("launch", -1), "run": r.run, "rank": raw.get("rank", -1),
+        "phase": raw["phase"], "kernel": raw["kernel"] or "(model input)", "arg": raw["arg"],
+        "call": raw.get("call", -1), "dtype": raw.get("dtype", ""), "shape": raw.get("shape", []),
+        "absmax": s.get("absmax"), "mean": s.get("mean"), "std": s.get("std"),
+        "nan": s.get("nan", 0), "pos_inf": s.get("pos_inf", 0), "neg_inf": s.get("neg_inf", 0),
+        "file": raw.get("file", ""),
+    }
+
+
+def first_anomaly(rows: list[dict]) -> dict | None:
+    """The first snapshot, in launch order, whose values hold NaN or Inf."""
+    for row in rows:
+        if row["nan"] or row["pos_inf"] or row["neg_inf"]:
+            return row
+    return None
+
+
+def _plot(rows: list[dict], anomaly: dict | None) -> str:
+    """log10(absmax) per snapshot, with NaN/Inf counts as red bars."""
+    n = max(len(rows), 1)
+    xs = [PAD + (PLOT_W - 2 * PAD) * (i / max(n - 1, 1)) for i in range(len(rows))]
+    logs = [math.log10(r["absmax"]) if r["absmax"] else None for r in rows]
+    known = [v for v in logs if v is not None] or [0.0]
+    lo, hi = min(known), max(known)
+    span = (hi - lo) or 1.0
+
+    def y(v: float) -> float:
+        return PLOT_H - PAD - (PLOT_H - 2 * PAD) * (v - lo) / span
+
+    points = " ".join(f"{x:.1f},{y(v):.1f}" for x, v in zip(xs, logs) if v is not None)
+    parts = [f'<svg id="plot" xmlns="http://www.w3.org/2000/svg" width="{PLOT_W}" height="{PLOT_H}" '
+             f'role="img" aria-label="abs-max per snapshot over launch order">',
+             f'<rect width="{PLOT_W}" height="{PLOT_H}" fill="#fff" stroke="#ccc"/>',
+             f'<text x="{PAD}" y="16" font-size="12">log10(abs-max) per snapshot, in launch order '
+             f'(blue); snapshots with NaN/Inf in red</text>',
+             f'<text x="4" y="{y(hi) + 4:.1f}" font-size="10">{hi:.1f}</text>',
+             f'<text x="4" y="{y(lo) + 4:.1f}" font-size="10">{lo:.1f}</text>',
+             f'<polyline fill="none" stroke="#1f77b4" stroke-width="1.5" points="{points}"/>']
+    for x, r in zip(xs, rows):
+        bad = r["nan"] + r["pos_inf"] + r["neg_inf"]
+        if bad:
+            parts.append(f'<rect class="nonfinite" x="{x - 2:.1f}" y="{PAD}" width="4" '
+                         f'height="{PLOT_H - 2 * PAD}" fill="#d62728" opacity="0.5">'
+                         f'<title>{html.escape(r["kernel"])} {html.escape(r["arg"])}: nan={r["nan"]} '
+                         f'+inf={r["pos_inf"]} -inf={r["neg_inf"]}</title></rect>')
+    if anomaly is not None:
+        x = xs[anomaly["index"]]
+        parts.append(f'<line id="first-anomaly-marker" x1="{x:.1f}" x2="{x:.1f}" y1="{PAD - 10}" '
+                     f'y2="{PLOT_H - PAD}" stroke="#d62728" stroke-width="2"/>')
+    return "\n".join(parts + ["</svg>"])
+
+
+_SORT_JS = """
+document.querySelectorAll('#table th').forEach((th, col) => th.addEventListener('click', () => {
+  const body = document.querySelector('#table tbody');
+  const rows = Array.from(body.rows);
+  const dir = th.dataset.dir === 'asc' ? -1 : 1;
+  th.dataset.dir = dir === 1 ? 'asc' : 'desc';
+  const key = r => { const v = r.cells[col].dataset.v ?? r.cells[col].textContent;
+                     const n = parseFloat(v); return isNaN(n) ? v : n; };
+  rows.sort((a, b) => { const x = key(a), y = key(b); return (x > y ? 1 : x < y ? -1 : 0) * dir; });
+  rows.forEach(r => body.appendChild(r));
+}));
+"""
+
+COLUMNS = ("index", "launch", "run", "rank", "phase", "kernel", "arg", "call", "dtype", "shape",
+           "absmax", "mean", "std", "nan", "pos_inf", "neg_inf", "file")
+
+
+def _cell(key: str, value) -> str:
+    if isinstance(value, float):
+        text = f"{value:.6g}"
+    elif value is None:
+        text = ""
+    else:
+        text = str(value)
+    sort = f' data-v="{html.escape(str(value))}"' if isinstance(value, (int, float)) else ""
+    return f"<td{sort}>{html.escape(text)}</td>"
+
+
+def render(source: str | Path, title: str | None = None) -> str:
+    dump = load_dump(source)
+    records = [r for r in dump.records if r.raw["phase"] in ("after_launch", "model_input")]
+    rows = [_row(i, r) for i, r in enumerate(records)]
+    anomaly = first_anomaly(rows)
+    title = title or f"aoti-debug report: {Path(source).name}"
+    if anomaly is None:
+        headline = '<p id="first-anomaly" class="ok">No NaN or Inf in any snapshot.</p>'
+    else:
+        where = ("a model input" if anomaly["phase"] == "model_input"
+                 else f"kernel <b>{html.escape(anomaly['kernel'])}</b>")
+        headline = (f'<p id="first-anomaly" class="bad">First anomaly: {where}, argument '
+                    f'<b>{html.escape(anomaly["arg"])}</b> (launch {anomaly["launch"]}, run '
+                    f'{anomaly["run"]}): nan={anomaly["nan"]} +inf={anomaly["pos_inf"]} '
+                    f'-inf={anomaly["neg_inf"]}</p>')
+    body = []
+    for row in rows:
+        cls = ' class="anomaly"' if anomaly is not None and row["index"] == anomaly["index"] else ""
+        body.append(f"<tr{cls}>" + "".join(_cell(k, row[k]) for k in COLUMNS) + "</tr>")
+    data = json.dumps(rows).replace("</", "<\\/")
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
+<style>
+body {{ font: 13px sans-serif; margin: 16px; }}
+table {{ border-collapse: collapse; }} th, td {{ border: 1px solid #ddd; padding: 2px 6px; }}
+th {{ cursor: pointer; background: #f3f3f3; position: sticky; top: 0; }}
+tr.anomaly td {{ background: #fdd; font-weight: bold; }}
+.bad {{ color: #b00; font-size: 15px; }} .ok {{ color: #070; font-size: 15px; }}
+</style></head><body>
+<h1>{html.escape(title)}</h1>
+<p>{len(rows)} snapshots (after launch, and model inputs) from {html.escape(str(source))}.
+Click a column to sort.</p>
+{headline}
+{_plot(rows, anomaly)}
+<table id="table"><thead><tr>{"".join(f"<th>{c}</th>" for c in COLUMNS)}</tr></thead>
+<tbody>
+{chr(10).join(body)}
+</tbody></table>
+<script type="application/json" id="records">{data}</script>
+<script>{_SORT_JS}</script>
+</body></html>
+"""
+
+
+def write_report(source: str | Path, out: str | Path) -> Path:
+    out = Path(out)
+    out.write_text(render(source))
+    return out

@@ -1,0 +1,182 @@
+"""From printing to finding: `aoti-debug compare`, `report` and `diverge`,
+on real level-1 dumps and records of AOTInductor-compiled models."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import aoti_debug_printer
+import models
+from test_aoti import run
+
+pytestmark = pytest.mark.slow
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "aoti_debug_printer._cli", *map(str, args)],
+                          capture_output=True, text=True)
+
+
+@pytest.fixture
+def level1_dump(package, tmp_path):
+    """dump(model, name) -> a level-1 dump directory of one run."""
+    def dump(model_name: str, name: str) -> Path:
+        d = tmp_path / name
+        aoti_debug_printer.set_option("dump_dir", d)
+        try:
+            run(package(model_name, 1), model_name)
+        finally:
+            aoti_debug_printer.set_option("dump_dir", "./tmp/aoti_torch/")
+        return d
+
+    return dump
+
+
+def after_launch(d: Path) -> list[dict]:
+    return [r for r in map(json.loads, (d / "manifest.jsonl").read_text().splitlines())
+            if r.get("phase") == "after_launch" and "file" in r]
+
+
+def test_compare_finds_the_first_kernel_that_diverges(level1_dump, tmp_path):
+    a = level1_dump("mlp", "a")
+    b = level1_dump("mlp", "b")
+    same = cli("compare", a, b)
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert "no divergence" in same.stdout
+
+    # Perturb one middle kernel's output in B: that kernel is the first divergence.
+    outs = after_launch(b)
+    target = outs[len(outs) // 2]
+    t = torch.load(b / target["file"], weights_only=True)
+    t.view(-1)[0] += 1.0
+    torch.save(t, b / target["file"])
+    diff = cli("compare", a, b)
+    assert diff.returncode == 1
+    first = re.search(r"FIRST DIVERGENCE: (\S+) (\S+) \(after_launch", diff.stdout)
+    assert first and first.groups() == (target["kernel"], target["arg"]), diff.stdout
+    assert re.search(r"max abs err 1\b", diff.stdout)
+    c = aoti_debug_printer.compare(a, b)
+    assert c.first.a.raw["kernel"] == target["kernel"] and c.first.mismatches == 1
+    assert "mean" in c.first.moved
+
+
+def test_compare_reports_records_on_one_side_only(level1_dump, tmp_path):
+    a, b = level1_dump("mlp", "a"), level1_dump("addmm", "b")
+    out = cli("compare", a, b)
+    assert out.returncode == 1
+    assert re.search(r"^only in A: cpp_fused_\w+ ", out.stdout, re.M)
+    assert re.search(r"^only in B: aoti_torch_cpu_addmm_out ", out.stdout, re.M)
+
+
+def test_compare_records_by_statistics(package, tmp_path):
+    files = []
+    for name, scale in (("a", 1.0), ("b", 1.5)):
+        out = tmp_path / f"{name}.jsonl"
+        aoti_debug_printer.set_option("output", out)
+        aoti_debug_printer.set_option("format", "jsonl")
+        try:
+            compiled = torch._inductor.aoti_load_package(str(package("mlp", 2)))
+            _, (x,) = models.build("mlp")
+            compiled(x * scale)
+        finally:
+            aoti_debug_printer.set_option("output", "stdout")
+            aoti_debug_printer.set_option("format", "text")
+        files.append(out)
+    c = aoti_debug_printer.compare(*files)
+    # The inputs differ, so the model input is the first divergence, by statistics.
+    assert c.first.a.raw["phase"] == "model_input"
+    assert {"mean", "max"} <= set(c.first.moved)
+    assert len(c.diverged) > 1
+
+
+def test_report_page_holds_the_data_it_claims(level1_dump, tmp_path):
+    d = level1_dump("nan_maker", "nan")
+    page = tmp_path / "report.html"
+    done = cli("report", d, "-o", page)
+    assert done.returncode == 0, done.stderr
+    text = page.read_text()
+    data = json.loads(re.search(r'<script type="application/json" id="records">(.*?)</script>',
+                                text, re.S).group(1))
+    manifest = [r for r in map(json.loads, (d / "manifest.jsonl").read_text().splitlines())
+                if r.get("phase") in ("after_launch", "model_input") and r.get("event") == "tensor"]
+    tbody = text.split("<tbody>", 1)[1].split("</tbody>", 1)[0]
+    assert len(data) == len(manifest) == tbody.count("<tr")
+    bad = [r for r in data if r["nan"] or r["pos_inf"] or r["neg_inf"]]
+    assert bad and bad[0]["kernel"].startswith("cpp_fused_")
+    first = re.search(r'<p id="first-anomaly" class="bad">(.*?)</p>', text).group(1)
+    assert bad[0]["kernel"] in first and f"launch {bad[0]['launch']}" in first
+    assert text.count('class="anomaly"') == 1 and 'id="first-anomaly-marker"' in text
+    assert "<svg" in text and "<polyline" in text and "http" not in text.split("<svg", 1)[0]
+
+
+@torch.library.custom_op("adp_test::double_it", mutates_args=())
+def double_it(x: torch.Tensor) -> torch.Tensor:
+    return x * 2
+
+
+@double_it.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+class WrongWhenCompiled(torch.nn.Module):
+    """mm, then a fused kernel holding a custom op whose Inductor lowering
+    (registered below) computes 2x + 0.5 where eager computes 2x."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(8, 8))
+
+    def forward(self, x):
+        return torch.tanh(double_it(torch.relu(x @ self.weight))) * 3
+
+
+@pytest.fixture
+def wrong_lowering():
+    from torch._inductor import lowering
+
+    op = torch.ops.adp_test.double_it.default
+    aten = torch.ops.aten
+    lowering.register_lowering(op)(
+        lambda x: lowering.lowerings[aten.add.Tensor](lowering.lowerings[aten.mul.Tensor](x, 2), 0.5))
+    yield
+    lowering.lowerings.pop(op, None)
+
+
+def test_first_divergence_from_eager_names_the_wrong_kernel(wrong_lowering, tmp_path):
+    torch.manual_seed(0)
+    program = torch.export.export(WrongWhenCompiled().eval(), (torch.randn(4, 8),))
+    path = tmp_path / "program.pt2"
+    torch.export.save(program, path)
+    d = aoti_debug_printer.first_divergence_from_eager(path)
+    assert d.first is not None
+    kernel = d.first.record.raw["kernel"]
+    assert kernel.startswith("cpp_fused_") and "tanh" in kernel, kernel
+    # The mm before it matched eager.
+    assert any(m.record.raw["kernel"] == "aoti_torch_cpu_mm_out" and not m.diverged for m in d.matches)
+    assert d.first.max_abs > 0.01
+
+
+def test_first_divergence_from_eager_finds_none_in_a_correct_model(tmp_path):
+    model, inputs = models.build("mlp")
+    path = tmp_path / "mlp.pt2"
+    torch.export.save(torch.export.export(model, inputs), path)
+    done = cli("diverge", path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "no divergence from eager" in done.stdout
+    matched = int(re.search(r"matched (\d+) kernel outputs", done.stdout).group(1))
+    assert matched >= 2
+
+
+def test_cli_reports_a_missing_dump_clearly(tmp_path):
+    done = cli("compare", tmp_path / "nope", tmp_path / "nope2")
+    assert done.returncode == 2
+    assert "no such dump" in done.stderr
