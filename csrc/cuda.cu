@@ -28,19 +28,12 @@
 namespace aoti_debug_printer::device {
 namespace {
 
+// As on the CPU (exact_t), but the narrow floating types keep min and max
+// in float: every value of theirs is one, and float compares are cheaper.
 template <typename T>
-struct is_complex_t : std::false_type {};
-template <typename T>
-struct is_complex_t<c10::complex<T>> : std::true_type {};
-
-// The type min and max are kept in, as on the CPU: exact for integers, and
-// float for the narrow floating types (every value of theirs is a float).
-template <typename T>
-using key_t = std::conditional_t<
-    std::is_same_v<T, bool>, int64_t,
-    std::conditional_t<
-        std::is_integral_v<T>, std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>,
-        std::conditional_t<std::is_same_v<T, double> || is_complex_t<T>::value, double, float>>>;
+using key_t = std::conditional_t<std::is_same_v<exact_t<T>, double> && !std::is_same_v<T, double> &&
+                                     !c10::is_complex<T>::value,
+                                 float, exact_t<T>>;
 
 // One block's (then the whole tensor's) partial result. Moments are sums of
 // x - shift, shift being the tensor's first element when finite: every
@@ -111,7 +104,7 @@ __device__ void block_reduce(Acc<K>& a) {
 
 template <typename T>
 __device__ __forceinline__ double shift_of(T v) {
-  if constexpr (is_complex_t<T>::value) {
+  if constexpr (c10::is_complex<T>::value) {
     const double re = static_cast<double>(v.real()), im = static_cast<double>(v.imag());
     return isfinite(re) && isfinite(im) ? hypot(re, im) : 0.0;
   } else if constexpr (std::is_integral_v<T>) {
@@ -153,7 +146,7 @@ struct ThreadAcc {
   }
 
   __device__ __forceinline__ void add(T v) {
-    if constexpr (is_complex_t<T>::value) {
+    if constexpr (c10::is_complex<T>::value) {
       // As on the CPU: statistics of |z|; an infinite part is +Inf.
       const double re = static_cast<double>(v.real()), im = static_cast<double>(v.imag());
       if (isinf(re) || isinf(im)) {
@@ -316,7 +309,7 @@ TensorStats stats_of(const Acc<key_t<T>>& r, int64_t numel) {
     s.min = scalar_of(r.min);
     s.max = scalar_of(r.max);
   }
-  s.of_modulus = is_complex_t<T>::value;
+  s.of_modulus = c10::is_complex<T>::value;
   return s;
 }
 

@@ -15,6 +15,7 @@ namespace aoti_debug_printer {
 
 struct Where {
   std::string phase;   // before_launch, after_launch, model_input, or upstream's msg
+  int32_t phase_id = -1;  // the AOTI_DEBUG_PRINTER_* phase; -1 for upstream's msg
   std::string kernel;  // empty for upstream-style messages
   std::string arg;
   int64_t run = -1;    // -1: outside any run the generated code announced

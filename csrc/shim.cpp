@@ -102,6 +102,7 @@ void save_inputs(const Settings& settings, const Where& at_kernel) {
     if (!a.host.defined()) continue;
     Where at = at_kernel;
     at.phase = phase_name(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH);
+    at.phase_id = AOTI_DEBUG_PRINTER_BEFORE_LAUNCH;
     at.arg = a.name;
     saving([&] {
       a.saved_as = settings.dump_dir + "/" +
@@ -185,6 +186,7 @@ std::string launch(int32_t phase, const std::string& kernel, int32_t flags) {
 Where where_now(int32_t phase, const std::string& kernel, const std::string& arg) {
   Where w;
   w.phase = phase_name(phase);
+  w.phase_id = phase;
   w.kernel = kernel;
   w.arg = arg;
   w.run = state.run;
@@ -199,10 +201,7 @@ Where where_now(int32_t phase, const std::string& kernel, const std::string& arg
 std::string record_tensor(int32_t action, const Where& where, const at::Tensor* t) {
   const int level = runtime_level();
   if (level == 0) return "";
-  const int32_t phase = where.phase == phase_name(AOTI_DEBUG_PRINTER_MODEL_INPUT)   ? AOTI_DEBUG_PRINTER_MODEL_INPUT
-                        : where.phase == phase_name(AOTI_DEBUG_PRINTER_AFTER_LAUNCH) ? AOTI_DEBUG_PRINTER_AFTER_LAUNCH
-                        : where.phase == phase_name(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH) ? AOTI_DEBUG_PRINTER_BEFORE_LAUNCH
-                                                                                      : -1;
+  const int32_t phase = where.phase_id;
   // Kernel records follow the run-time filter; model inputs belong to none.
   if (phase == AOTI_DEBUG_PRINTER_BEFORE_LAUNCH || phase == AOTI_DEBUG_PRINTER_AFTER_LAUNCH) {
     if (!state.selected) return "";
@@ -246,18 +245,18 @@ std::string record_tensor(int32_t action, const Where& where, const at::Tensor* 
   for (const WatchedArg& a : state.watched) {
     if (a.name == where.arg && a.host.defined() && non_finite(compute_stats(a.host)) > 0) return "";
   }
-  std::vector<TensorRecord> inputs;
   save_inputs(settings, where);
+  std::vector<TensorRecord> inputs;
+  std::vector<std::string> files;
   for (const WatchedArg& a : state.watched) {
     if (!a.host.defined()) continue;
     Where at = where;
     at.phase = phase_name(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH);
+    at.phase_id = AOTI_DEBUG_PRINTER_BEFORE_LAUNCH;
     at.arg = a.name;
     inputs.push_back(describe(at, a.host, host_contents(a.host, settings.max_values)));
-    if (!a.saved_as.empty()) inputs.back().problem.clear();
+    files.push_back(a.saved_as);
   }
-  std::vector<std::string> files;
-  for (const WatchedArg& a : state.watched) files.push_back(a.saved_as);
   emit(settings, format_trap(where, r.stats, "kernel " + where.kernel + " made NaN/Inf in " + where.arg,
                              inputs, json, files));
   return "kernel " + where.kernel + " (launch " + std::to_string(where.launch) + ") made NaN/Inf in " +
@@ -267,7 +266,7 @@ std::string record_tensor(int32_t action, const Where& where, const at::Tensor* 
 void record_scalar(int32_t action, const Where& where, const char* type, const std::string& value) {
   const int level = runtime_level();
   if (level == 0 || (where.launch >= 0 && !state.selected)) return;
-  action = effective_action(action, -1, level);
+  action = effective_action(action, where.phase_id, level);
   if (action == 0 || action == AOTI_DEBUG_PRINTER_WATCH) return;
   const Settings settings = current_settings();
   if (!settings.rank_selected()) return;
@@ -406,6 +405,7 @@ void aoti_torch_save_tensor_handle(AtenTensorHandle self, const char* tensor_nam
   guarded(__func__, [&] {
     Where w = where_now(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, or_empty(kernel_name), or_empty(tensor_name));
     w.phase = or_empty(launch_prefix);
+    w.phase_id = -1;  // upstream's own label, outside our launch events
     record_tensor(AOTI_DEBUG_PRINTER_SAVE, w, tensor_of(self));
   });
 }

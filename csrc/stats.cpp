@@ -15,19 +15,6 @@
 namespace aoti_debug_printer {
 namespace {
 
-template <typename T>
-struct is_complex_t : std::false_type {};
-template <typename T>
-struct is_complex_t<c10::complex<T>> : std::true_type {};
-
-// Min and max are kept in a type that holds every value exactly: int64 for
-// signed integers and bool, uint64 for unsigned, double for everything else.
-template <typename scalar_t>
-using exact_t = std::conditional_t<
-    std::is_integral_v<scalar_t> && !std::is_same_v<scalar_t, bool>,
-    std::conditional_t<std::is_signed_v<scalar_t>, int64_t, uint64_t>,
-    std::conditional_t<std::is_same_v<scalar_t, bool>, int64_t, double>>;
-
 // Moments use sums shifted by the chunk's first finite value, which keeps
 // float32 data accurate in double without a division per element (Welford).
 template <typename E>
@@ -56,7 +43,7 @@ struct Partial {
 
 template <typename scalar_t>
 void accumulate(Partial<exact_t<scalar_t>>& p, scalar_t v) {
-  if constexpr (is_complex_t<scalar_t>::value) {
+  if constexpr (c10::is_complex<scalar_t>::value) {
     const double re = static_cast<double>(v.real()), im = static_cast<double>(v.imag());
     if (std::isinf(re) || std::isinf(im)) {
       ++p.pos_inf;
@@ -241,7 +228,7 @@ TensorStats reduce(at::TensorIterator& iter) {
     s.min = c10::Scalar(mn);
     s.max = c10::Scalar(mx);
   }
-  s.of_modulus = is_complex_t<scalar_t>::value;
+  s.of_modulus = c10::is_complex<scalar_t>::value;
   return s;
 }
 

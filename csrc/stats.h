@@ -29,6 +29,15 @@ inline double widen(scalar_t v) {
   }
 }
 
+// The type min and max are kept in, exactly: int64 for signed integers and
+// bool, uint64 for unsigned ones, double for everything else (complex: the
+// modulus). int64 and uint64 must not round through double.
+template <typename scalar_t>
+using exact_t = std::conditional_t<
+    std::is_integral_v<scalar_t> && !std::is_same_v<scalar_t, bool>,
+    std::conditional_t<std::is_signed_v<scalar_t>, int64_t, uint64_t>,
+    std::conditional_t<std::is_same_v<scalar_t, bool>, int64_t, double>>;
+
 struct TensorStats {
   int64_t numel = 0;
   // Elements that are neither NaN nor infinite; min..absmax cover only these.

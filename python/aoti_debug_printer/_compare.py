@@ -97,29 +97,31 @@ def _compare_stats(d: Difference, rtol: float, atol: float, sa: dict | None = No
     d.mismatches = len(d.moved)
 
 
-def _compare_tensors(d: Difference, ta, tb, rtol: float, atol: float) -> None:
+def element_errors(got, want, rtol: float, atol: float) -> tuple[float, float, int]:
+    """Max absolute and relative error over finite differences, and how many
+    elements are beyond tolerance (NaN matches NaN), of `got` against `want`."""
     import torch
 
+    wide = torch.complex128 if got.dtype.is_complex or want.dtype.is_complex else torch.float64
+    x, y = got.detach().cpu().to(wide), want.detach().cpu().to(wide)
+    mismatches = int((~torch.isclose(x, y, rtol=rtol, atol=atol, equal_nan=True)).sum())
+    diff = (x - y).abs()
+    finite = torch.isfinite(diff)
+    if not finite.any():
+        return 0.0, 0.0, mismatches
+    return (float(diff[finite].max()),
+            float((diff[finite] / y.abs()[finite].clamp_min(1e-30)).max()), mismatches)
+
+
+def _compare_tensors(d: Difference, ta, tb, rtol: float, atol: float) -> None:
     if ta.shape != tb.shape or ta.dtype != tb.dtype:
         d.problem = f"{ta.dtype} {list(ta.shape)} vs {tb.dtype} {list(tb.shape)}"
         return
-    if ta.dtype.is_complex:
-        x, y = ta.to(torch.complex128), tb.to(torch.complex128)
-    else:
-        x, y = ta.to(torch.float64), tb.to(torch.float64)
-    close = torch.isclose(x, y, rtol=rtol, atol=atol, equal_nan=True)
-    diff = (x - y).abs()
-    finite = torch.isfinite(diff)
-    if finite.any():
-        d.max_abs = float(diff[finite].max())
-        d.max_rel = float((diff[finite] / y.abs()[finite].clamp_min(1e-30)).max())
     # Which statistics moved, for the table: of the saved tensors themselves.
     from . import stats
 
-    max_abs, max_rel = d.max_abs, d.max_rel
     _compare_stats(d, rtol, atol, stats(ta, on="host"), stats(tb, on="host"))
-    d.max_abs, d.max_rel = max_abs, max_rel
-    d.mismatches = int((~close).sum())
+    d.max_abs, d.max_rel, d.mismatches = element_errors(ta, tb, rtol, atol)
 
 
 def compare(a: str | Path | Dump, b: str | Path | Dump, rtol: float | None = None,

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._compare import tolerance
+from ._compare import element_errors, tolerance
 from ._dumps import Record, load_dump
 
 log = logging.getLogger(__name__)
@@ -99,13 +99,7 @@ def match_dump(dump_source, values: dict[str, Any], rtol: float | None = None,
                                         f"{list(compiled.shape)} (a view or a fused buffer)"))
             continue
         rt, at = tolerance(r.raw.get("dtype", ""), rtol, atol)
-        x, y = compiled.to(torch.float64), eager.detach().cpu().to(torch.float64)
-        close = torch.isclose(x, y, rtol=rt, atol=at, equal_nan=True)
-        diff = (x - y).abs()
-        finite = torch.isfinite(diff)
-        max_abs = float(diff[finite].max()) if finite.any() else 0.0
-        max_rel = float((diff[finite] / y.abs()[finite].clamp_min(1e-30)).max()) if finite.any() else 0.0
-        result.matches.append(Match(r, node, max_abs, max_rel, int((~close).sum())))
+        result.matches.append(Match(r, node, *element_errors(compiled, eager, rt, at)))
     return result
 
 
