@@ -15,5 +15,10 @@ command -v cmake >/dev/null || python -m pip install -q cmake
 if [ -n "${WITH_CATCH2:-}" ] && [ ! -f /usr/include/catch2/catch.hpp ]; then
   apt-get update -qq && apt-get install -y -qq catch2 >/dev/null
 fi
+# Chromium renders the HTML report in one test (skipped without it).
+if [ -n "${WITH_CHROMIUM:-}" ] && ! command -v chromium >/dev/null; then
+  { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } \
+    || echo "setup: no chromium; the report screenshot test will be skipped"
+fi
 
 python -m pip install -q --no-build-isolation .

@@ -180,3 +180,18 @@ def test_cli_reports_a_missing_dump_clearly(tmp_path):
     done = cli("compare", tmp_path / "nope", tmp_path / "nope2")
     assert done.returncode == 2
     assert "no such dump" in done.stderr
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Debian's chromium")
+def test_report_renders_in_headless_chromium(level1_dump, tmp_path):
+    page = aoti_debug_printer.report(level1_dump("nan_maker", "nan"), tmp_path / "report.html")
+    shot = tmp_path / "report.png"
+    subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu",
+                    f"--screenshot={shot}", "--window-size=1100,700", page.as_uri()],
+                   capture_output=True, timeout=120, check=True)
+    png = shot.read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+    assert (width, height) == (1100, 700)
+    # A blank page compresses to a few KB; the plot, headline and table do not.
+    assert len(png) > 20_000
