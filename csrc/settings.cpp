@@ -53,6 +53,7 @@ std::vector<std::pair<int64_t, int64_t>> rank_ranges(const std::string& spec) {
 }
 
 std::atomic<int> level_now{-1};
+std::atomic<uint64_t> settings_version{0};
 std::atomic<int64_t> rank_now{-1};
 
 // "{a, b*}" or "a,b*" -> ["a", "b*"]; as the compile-time filter.
@@ -185,6 +186,18 @@ void set_option(const std::string& key, const std::string& value) {
   settings() = updated;
   level_now.store(updated.level);
   rank_now.store(updated.rank);
+  settings_version.fetch_add(1, std::memory_order_release);
+}
+
+const Settings& settings_now() {
+  thread_local Settings cached;
+  thread_local uint64_t seen = ~uint64_t{0};
+  const uint64_t version = settings_version.load(std::memory_order_acquire);
+  if (version != seen) {
+    cached = current_settings();
+    seen = version;
+  }
+  return cached;
 }
 
 int runtime_level() {

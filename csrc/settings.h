@@ -67,6 +67,10 @@ int64_t current_rank();
 
 // A copy, so callers never hold the lock while they format or write.
 Settings current_settings();
+// This thread's copy, refreshed only when a setting changed: what the
+// per-kernel paths read (no lock, no copy). Valid until this thread next
+// calls set_option.
+const Settings& settings_now();
 
 // Throws std::invalid_argument on an unknown key or a bad value.
 void set_option(const std::string& key, const std::string& value);

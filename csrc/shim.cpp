@@ -139,7 +139,7 @@ std::string launch(int32_t phase, const std::string& kernel, int32_t flags) {
     state.syncing = state.watching = state.selected = false;
     return "";
   }
-  const Settings settings = current_settings();
+  const Settings& settings = settings_now();
   if (!settings.rank_selected()) {
     state.syncing = state.watching = state.selected = false;
     return "";
@@ -208,7 +208,7 @@ std::string record_tensor(int32_t action, const Where& where, const at::Tensor* 
   }
   action = effective_action(action, phase, level);
   if (action == 0) return "";
-  const Settings settings = current_settings();
+  const Settings& settings = settings_now();
   if (!settings.rank_selected()) return "";
   const bool defined = t != nullptr && t->defined();
   if (state.watching && defined && phase == AOTI_DEBUG_PRINTER_BEFORE_LAUNCH) {
@@ -268,7 +268,7 @@ void record_scalar(int32_t action, const Where& where, const char* type, const s
   if (level == 0 || (where.launch >= 0 && !state.selected)) return;
   action = effective_action(action, where.phase_id, level);
   if (action == 0 || action == AOTI_DEBUG_PRINTER_WATCH) return;
-  const Settings settings = current_settings();
+  const Settings& settings = settings_now();
   if (!settings.rank_selected()) return;
   if (action == AOTI_DEBUG_PRINTER_SAVE) {
     // No file to hold a scalar: its manifest line carries the value.
