@@ -23,9 +23,12 @@ python3 -m pip install -v --no-build-isolation . >"$logs/build.log" 2>&1 || { ta
 grep -m1 "CUDA statistics kernel" "$logs/build.log"
 rc=0
 if [ "$what" = all ] || [ "$what" = tests ]; then
-  # Tests sharing a compiled package run on one worker (xdist groups).
-  python3 -m pytest -p no:cacheprovider -p no:benchmark -n "${JOBS:-8}" --dist loadgroup "$@" \
-    2>&1 | tee "$logs/pytest.log"
+  # Tests sharing a compiled package run on one worker (xdist groups); each
+  # result is logged as it comes (-v), and a hung test cannot eat the lease.
+  timeout=()
+  python3 -c "import pytest_timeout" 2>/dev/null && timeout=(--timeout "${TEST_TIMEOUT:-300}")
+  python3 -m pytest -p no:cacheprovider -p no:benchmark -n "${JOBS:-8}" --dist loadgroup -v -rfE \
+    "${timeout[@]}" "$@" 2>&1 | tee "$logs/pytest.log"
   rc=${PIPESTATUS[0]}
 fi
 if [ "$what" = all ] || [ "$what" = bench ]; then
