@@ -32,7 +32,7 @@ if [ "$what" = all ] || [ "$what" = tests ]; then
   rc=${PIPESTATUS[0]}
 fi
 if [ "$what" = all ] || [ "$what" = bench ]; then
-  python3 bench/bench_gpu.py 2>&1 | tee "$logs/bench_gpu.log" || rc=1
-  python3 bench/ima_pinpoint.py 2>&1 | tee "$logs/ima_pinpoint.log" || rc=1
+  timeout "${BENCH_TIMEOUT:-480}" python3 bench/bench_gpu.py 2>&1 | tee "$logs/bench_gpu.log" || rc=1
+  timeout "${BENCH_TIMEOUT:-480}" python3 bench/ima_pinpoint.py 2>&1 | tee "$logs/ima_pinpoint.log" || rc=1
 fi
 exit "$rc"
