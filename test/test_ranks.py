@@ -40,10 +40,16 @@ def run_ranks(package: Path, model: str, backend: str, dump: Path, **env) -> lis
             [sys.executable, __file__, str(package), model, "--backend", backend],
             env=rank_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     outs = []
-    for p in procs:
-        out, err = p.communicate(timeout=600)
-        assert p.returncode == 0, err[-4000:]
-        outs.append(out)
+    try:
+        for p in procs:
+            out, err = p.communicate(timeout=600)
+            assert p.returncode == 0, err[-4000:]
+            outs.append(out)
+    finally:
+        for p in procs:  # a failed rank must not leave its peer behind
+            if p.poll() is None:
+                p.kill()
+            p.communicate()
     return outs
 
 
@@ -103,6 +109,9 @@ def main(argv: list[str] | None = None) -> int:
     compiled(*inputs)
     dist.all_reduce(check)
     assert check.item() == 2
+    # Both ranks leave together: a rank tearing gloo down while its peer is
+    # still connected can abort in gloo's threads.
+    dist.barrier()
     dist.destroy_process_group()
     print(f"rank {rank} finished")
     return 0
