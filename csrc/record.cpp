@@ -145,7 +145,6 @@ Contents host_contents(const at::Tensor& host, int64_t max_values) {
 Contents read_contents(const at::Tensor& t, int64_t max_values) {
   if (!device::computes_stats_on(t)) return host_contents(to_host(t), max_values);
   device::Snapshot snap = device::snapshot(t, t.numel() > 0 && t.numel() <= max_values);
-  if (!snap.stats.unsupported.empty()) snap.values = at::Tensor();
   return {std::move(snap.stats), std::move(snap.values)};
 }
 

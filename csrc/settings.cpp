@@ -52,9 +52,7 @@ std::vector<std::pair<int64_t, int64_t>> rank_ranges(const std::string& spec) {
   return out;
 }
 
-std::atomic<int> level_now{-1};
 std::atomic<uint64_t> settings_version{0};
-std::atomic<int64_t> rank_now{-1};
 
 // "{a, b*}" or "a,b*" -> ["a", "b*"]; as the compile-time filter.
 std::vector<std::string> kernel_patterns(const std::string& spec) {
@@ -143,8 +141,6 @@ Settings& settings() {
         report_error(std::string(var) + ": " + e.what() + "; using the default");
       }
     }
-    level_now.store(init.level);
-    rank_now.store(init.rank);
     return init;
   }();
   return s;
@@ -184,8 +180,6 @@ void set_option(const std::string& key, const std::string& value) {
   Settings updated = settings();
   apply(updated, key, value);
   settings() = updated;
-  level_now.store(updated.level);
-  rank_now.store(updated.rank);
   settings_version.fetch_add(1, std::memory_order_release);
 }
 
@@ -201,14 +195,7 @@ const Settings& settings_now() {
 }
 
 int runtime_level() {
-  static const bool loaded = (current_settings(), true);  // the environment, once
-  (void)loaded;
-  return level_now.load(std::memory_order_relaxed);
-}
-
-int64_t current_rank() {
-  (void)runtime_level();  // the environment, once
-  return rank_now.load(std::memory_order_relaxed);
+  return settings_now().level;
 }
 
 bool Settings::kernel_selected(const std::string& kernel) const {

@@ -59,11 +59,9 @@ struct Settings {
   bool kernel_selected(const std::string& kernel) const;
 };
 
-// The run-time level without taking the settings lock: the one check every
-// emitted call makes, so that a model switched off costs next to nothing.
+// The run-time level from settings_now(): the one check every emitted call
+// makes first, so that a model switched off costs next to nothing.
 int runtime_level();
-// The rank, likewise: every record carries it.
-int64_t current_rank();
 
 // A copy, so callers never hold the lock while they format or write.
 Settings current_settings();

@@ -95,15 +95,21 @@ void begin_run() {
 
 namespace {
 
+// Where a watched argument was taken: before the launch of `at_kernel`'s kernel.
+Where input_where(const Where& at_kernel, const std::string& arg) {
+  Where at = at_kernel;
+  at.phase = phase_name(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH);
+  at.phase_id = AOTI_DEBUG_PRINTER_BEFORE_LAUNCH;
+  at.arg = arg;
+  return at;
+}
+
 // Saves the watched arguments' host copies (taken before launch) as the
 // kernel's inputs, noting each file in its WatchedArg.
 void save_inputs(const Settings& settings, const Where& at_kernel) {
   for (WatchedArg& a : state.watched) {
     if (!a.host.defined()) continue;
-    Where at = at_kernel;
-    at.phase = phase_name(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH);
-    at.phase_id = AOTI_DEBUG_PRINTER_BEFORE_LAUNCH;
-    at.arg = a.name;
+    const Where at = input_where(at_kernel, a.name);
     saving([&] {
       a.saved_as = settings.dump_dir + "/" +
                    save_snapshot(settings.dump_dir, describe(at, a.host, host_contents(a.host, 0)), a.host);
@@ -135,12 +141,8 @@ std::string launch(int32_t phase, const std::string& kernel, int32_t flags) {
     if (level != 0) state.call = state.calls[kernel]++;
     state.watched.clear();
   }
-  if (level == 0) {
-    state.syncing = state.watching = state.selected = false;
-    return "";
-  }
   const Settings& settings = settings_now();
-  if (!settings.rank_selected()) {
+  if (level == 0 || !settings.rank_selected()) {
     state.syncing = state.watching = state.selected = false;
     return "";
   }
@@ -190,7 +192,7 @@ Where where_now(int32_t phase, const std::string& kernel, const std::string& arg
   w.kernel = kernel;
   w.arg = arg;
   w.run = state.run;
-  w.rank = current_rank();
+  w.rank = settings_now().rank;
   if (phase != AOTI_DEBUG_PRINTER_MODEL_INPUT) {
     w.launch = state.launch;
     w.call = state.call;
@@ -250,11 +252,8 @@ std::string record_tensor(int32_t action, const Where& where, const at::Tensor* 
   std::vector<std::string> files;
   for (const WatchedArg& a : state.watched) {
     if (!a.host.defined()) continue;
-    Where at = where;
-    at.phase = phase_name(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH);
-    at.phase_id = AOTI_DEBUG_PRINTER_BEFORE_LAUNCH;
-    at.arg = a.name;
-    inputs.push_back(describe(at, a.host, host_contents(a.host, settings.max_values)));
+    inputs.push_back(
+        describe(input_where(where, a.name), a.host, host_contents(a.host, settings.max_values)));
     files.push_back(a.saved_as);
   }
   emit(settings, format_trap(where, r.stats, "kernel " + where.kernel + " made NaN/Inf in " + where.arg,
@@ -314,20 +313,6 @@ int32_t aoti_debug_printer_launch(int32_t phase, const char* kernel, int32_t fla
   return failed;
 }
 
-int32_t aoti_debug_printer_tensor(int32_t action, int32_t phase, const char* kernel,
-                                  const char* arg, AtenTensorHandle tensor) {
-  if (runtime_level() == 0) return 0;  // switched off: build nothing
-  int32_t trapped = 0;
-  guarded(__func__, [&] {
-    trapped = record_tensor(action, where_now(phase, or_empty(kernel), or_empty(arg)),
-                            tensor_of(tensor))
-                      .empty()
-                  ? 0
-                  : 1;
-  });
-  return trapped;
-}
-
 int32_t aoti_debug_printer_tensor_of_node(int32_t action, int32_t phase, const char* kernel,
                                           const char* arg, const char* node,
                                           AtenTensorHandle tensor) {
@@ -339,6 +324,11 @@ int32_t aoti_debug_printer_tensor_of_node(int32_t action, int32_t phase, const c
     trapped = record_tensor(action, w, tensor_of(tensor)).empty() ? 0 : 1;
   });
   return trapped;
+}
+
+int32_t aoti_debug_printer_tensor(int32_t action, int32_t phase, const char* kernel,
+                                  const char* arg, AtenTensorHandle tensor) {
+  return aoti_debug_printer_tensor_of_node(action, phase, kernel, arg, nullptr, tensor);
 }
 
 void aoti_debug_printer_int64(int32_t action, int32_t phase, const char* kernel, const char* arg,

@@ -75,6 +75,7 @@ def load_dump(source: str | Path) -> Dump:
         raise FileNotFoundError(f"no such dump: {source}")
     dump = Dump(source)
     runs: dict[tuple, int] = {}
+    per_rank: dict[int, int] = {}
     for n, line in enumerate(lines, 1):
         if not line.strip() or not line.lstrip().startswith("{"):
             continue  # text records mixed in: skipped, JSON lines only
@@ -87,8 +88,12 @@ def load_dump(source: str | Path) -> Dump:
             continue
         # Runs numbered per process and rank in order of appearance, so the
         # first run of one dump meets the first of the other.
-        run_id = (raw.get("pid"), raw.get("rank", -1), raw.get("run", -1))
-        run = runs.setdefault(run_id, len([k for k in runs if k[1] == run_id[1]]))
+        rank = raw.get("rank", -1)
+        run_id = (raw.get("pid"), rank, raw.get("run", -1))
+        if run_id not in runs:
+            runs[run_id] = per_rank.get(rank, 0)
+            per_rank[rank] = runs[run_id] + 1
+        run = runs[run_id]
         path = base / raw["file"] if "file" in raw else None
         dump.records.append(Record(raw, run, path))
     return dump
