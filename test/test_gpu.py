@@ -107,6 +107,9 @@ def assert_same_stats(device_stats: dict, host_stats: dict):
         assert device_stats[key] == pytest.approx(host_stats[key], rel=1e-9, abs=1e-12, nan_ok=True)
 
 
+# torch warns on every complex32 tensor it creates; pytest's "error" filter
+# would make that warning the test's failure (seen on the H100).
+@pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental:UserWarning")
 @pytest.mark.parametrize("dtype", FLOATS + FLOAT8 + INTS + COMPLEX, ids=str)
 @pytest.mark.parametrize("layout", ["contiguous", "offset", "transposed", "strided", "expanded", "scalar"])
 def test_device_stats_equal_host_stats(dtype, layout):

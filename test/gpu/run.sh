@@ -3,8 +3,9 @@
 # the torch installed there, then run the tests and the GPU benchmarks, logs
 # under LOGDIR.
 #   bash test/gpu/run.sh LOGDIR [all|tests|bench] [pytest args]
-# "tests" runs the whole suite (the GPU tests included), "bench" the
-# benchmarks (bench/bench_gpu.py, bench/ima_pinpoint.py), "all" both.
+# "tests" runs the whole suite (the GPU tests included) and, beside it, the
+# IMA comparison (bench/ima_pinpoint.py: it times nothing); "bench" the
+# timed benchmark (bench/bench_gpu.py) on an otherwise idle GPU; "all" both.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 logs=${1:?usage: run.sh LOGDIR [all|tests|bench] [pytest args]}; shift
@@ -21,18 +22,25 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; } 2>&1 | tee "$logs/env.txt"
 python3 -m pip install -v --no-build-isolation . >"$logs/build.log" 2>&1 || { tail -60 "$logs/build.log"; exit 1; }
 grep -m1 "CUDA statistics kernel" "$logs/build.log"
+# The library must not carry its own copies of libstdc++'s stream code (a
+# CUDA host compiler other than CXX put them there once, and they crashed).
+lib=$(python3 -c 'import aoti_debug_printer, pathlib; print(pathlib.Path(aoti_debug_printer.__file__).parent / "libaoti_debug_printer.so")')
+echo "libstdc++ stream code defined in the library: $(nm -DC --defined-only "$lib" | grep -c 'std::basic_ostream<.*>::_M_insert')" | tee -a "$logs/env.txt"
 rc=0
 if [ "$what" = all ] || [ "$what" = tests ]; then
   # Tests sharing a compiled package run on one worker (xdist groups); each
   # result is logged as it comes (-v), and a hung test cannot eat the lease.
   timeout=()
   python3 -c "import pytest_timeout" 2>/dev/null && timeout=(--timeout "${TEST_TIMEOUT:-300}")
+  timeout "${BENCH_TIMEOUT:-480}" python3 bench/ima_pinpoint.py >"$logs/ima_pinpoint.log" 2>&1 &
+  ima=$!
   python3 -m pytest -p no:cacheprovider -p no:benchmark -n "${JOBS:-8}" --dist loadgroup -v -rfE \
     "${timeout[@]}" "$@" 2>&1 | tee "$logs/pytest.log"
   rc=${PIPESTATUS[0]}
+  wait "$ima" || rc=1
+  cat "$logs/ima_pinpoint.log"
 fi
 if [ "$what" = all ] || [ "$what" = bench ]; then
   timeout "${BENCH_TIMEOUT:-480}" python3 bench/bench_gpu.py 2>&1 | tee "$logs/bench_gpu.log" || rc=1
-  timeout "${BENCH_TIMEOUT:-480}" python3 bench/ima_pinpoint.py 2>&1 | tee "$logs/ima_pinpoint.log" || rc=1
 fi
 exit "$rc"
