@@ -22,10 +22,10 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; } 2>&1 | tee "$logs/env.txt"
 python3 -m pip install -v --no-build-isolation . >"$logs/build.log" 2>&1 || { tail -60 "$logs/build.log"; exit 1; }
 grep -m1 "CUDA statistics kernel" "$logs/build.log"
-# The library must not carry its own copies of libstdc++'s stream code (a
-# CUDA host compiler other than CXX put them there once, and they crashed).
-lib=$(python3 -c 'import aoti_debug_printer, pathlib; print(pathlib.Path(aoti_debug_printer.__file__).parent / "libaoti_debug_printer.so")')
-echo "libstdc++ stream code defined in the library: $(nm -DC --defined-only "$lib" | grep -c 'std::basic_ostream<.*>::_M_insert')" | tee -a "$logs/env.txt"
+# nvcc must compile host code with CXX: objects from another GCC crash in
+# this process (libstdc++ mismatch).
+grep -m1 "CUDA host compiler" "$logs/build.log" | tee -a "$logs/env.txt"
+grep -q "CUDA host compiler - $(command -v "$CXX")\$" "$logs/build.log" || { echo "nvcc's host compiler is not $CXX"; exit 1; }
 rc=0
 if [ "$what" = all ] || [ "$what" = tests ]; then
   # Tests sharing a compiled package run on one worker (xdist groups); each
@@ -34,8 +34,11 @@ if [ "$what" = all ] || [ "$what" = tests ]; then
   python3 -c "import pytest_timeout" 2>/dev/null && timeout=(--timeout "${TEST_TIMEOUT:-300}")
   timeout "${BENCH_TIMEOUT:-480}" python3 bench/ima_pinpoint.py >"$logs/ima_pinpoint.log" 2>&1 &
   ima=$!
-  python3 -m pytest -p no:cacheprovider -p no:benchmark -n "${JOBS:-8}" --dist loadgroup -v -rfE \
-    "${timeout[@]}" "$@" 2>&1 | tee "$logs/pytest.log"
+  # Past SUITE_TIMEOUT pytest gets SIGINT, so it still reports what failed;
+  # lines carry the seconds since the start.
+  timeout -s INT "${SUITE_TIMEOUT:-3000}" \
+    python3 -m pytest -p no:cacheprovider -p no:benchmark -n "${JOBS:-8}" --dist loadgroup -v -rfE \
+    --durations=10 "${timeout[@]}" "$@" 2>&1 | while IFS= read -r line; do printf '%4ds %s\n' "$SECONDS" "$line"; done | tee "$logs/pytest.log"
   rc=${PIPESTATUS[0]}
   wait "$ima" || rc=1
   cat "$logs/ima_pinpoint.log"
