@@ -13,7 +13,9 @@ what=${1:-all}; [ $# -gt 0 ] && shift
 mkdir -p "$logs"
 # Inductor's default compiler there links a libstdc++ that the loaded
 # packages then clash with; the system one does not.
-export CXX=/usr/bin/g++ PYTHONUNBUFFERED=1
+# nvcc's host compiler must be that one too (the image may set CUDAHOSTCXX).
+echo "CUDAHOSTCXX was: ${CUDAHOSTCXX:-unset}; CMAKE_CUDA_HOST_COMPILER: ${CMAKE_CUDA_HOST_COMPILER:-unset}"
+export CXX=/usr/bin/g++ CUDAHOSTCXX=/usr/bin/g++ PYTHONUNBUFFERED=1
 # The GPU image has no Catch2: the C++ suite is skipped there, not failed.
 export AOTI_DEBUG_PRINTER_NO_CATCH2=1
 # Never multicast over NVLink (shared hosts).
