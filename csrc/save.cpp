@@ -1,5 +1,6 @@
 #include "save.h"
 
+#include <caffe2/serialize/inline_container.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 
 #include <fcntl.h>
@@ -12,7 +13,9 @@
 #include <cstring>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
+#include <string_view>
 #include <thread>
 
 namespace aoti_debug_printer {
@@ -87,6 +90,99 @@ void append_line(const std::string& path, const std::string& line) {
   ::close(fd);
 }
 
+// Python's torch.load rebuilds a LibTorch-pickled tensor through its legacy
+// storage class (torch.FloatStorage, ...). The dtypes that came after those
+// classes have none, and LibTorch still names one (torch.Float8_e4m3fnStorage),
+// so its files of them cannot be loaded at all. For these dtypes we write what
+// Python's torch.save writes: _rebuild_tensor_v3 over an UntypedStorage, the
+// dtype given as a global. Returns the dtype's Python name.
+std::optional<std::string_view> dtype_without_storage_class(at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kFloat8_e4m3fn: return "float8_e4m3fn";
+    case at::kFloat8_e5m2: return "float8_e5m2";
+    case at::kFloat8_e4m3fnuz: return "float8_e4m3fnuz";
+    case at::kFloat8_e5m2fnuz: return "float8_e5m2fnuz";
+    case at::kFloat8_e8m0fnu: return "float8_e8m0fnu";
+    case at::kFloat4_e2m1fn_x2: return "float4_e2m1fn_x2";
+    case at::kComplexHalf: return "complex32";
+    case at::kUInt16: return "uint16";
+    case at::kUInt32: return "uint32";
+    case at::kUInt64: return "uint64";
+    default: return std::nullopt;
+  }
+}
+
+// The few pickle (protocol 2) opcodes that program needs.
+class Pickle {
+ public:
+  Pickle() { bytes_ += "\x80\x02"; }
+  Pickle& op(char code) { bytes_ += code; return *this; }
+  Pickle& global(std::string_view module, std::string_view name) {
+    ((bytes_ += 'c') += module) += '\n';
+    (bytes_ += name) += '\n';
+    return *this;
+  }
+  Pickle& text(std::string_view s) {
+    bytes_ += 'X';
+    little_endian(static_cast<uint32_t>(s.size()), 4);
+    bytes_ += s;
+    return *this;
+  }
+  Pickle& integer(int64_t v) {
+    if (v >= INT32_MIN && v <= INT32_MAX) {
+      bytes_ += 'J';  // BININT
+      little_endian(static_cast<uint64_t>(v), 4);
+    } else {
+      bytes_ += "\x8a\x08";  // LONG1, 8 bytes of two's complement
+      little_endian(static_cast<uint64_t>(v), 8);
+    }
+    return *this;
+  }
+  Pickle& ints(c10::IntArrayRef values) {
+    op('(');
+    for (const int64_t v : values) integer(v);
+    return op('t');
+  }
+  const std::string& finish() { return op('.').bytes_; }
+
+ private:
+  void little_endian(uint64_t v, int n) {
+    for (int i = 0; i < n; ++i) bytes_ += static_cast<char>((v >> (8 * i)) & 0xff);
+  }
+  std::string bytes_;
+};
+
+std::vector<char> pickle_as_torch_save(const at::Tensor& host, std::string_view dtype) {
+  const at::Tensor value = host.contiguous();
+  const size_t nbytes = static_cast<size_t>(value.numel()) * value.element_size();
+  Pickle p;
+  p.global("torch._utils", "_rebuild_tensor_v3").op('(');
+  p.op('(').text("storage").global("torch.storage", "UntypedStorage").text("0").text("cpu")
+      .integer(static_cast<int64_t>(nbytes)).op('t').op('Q');  // BINPERSID
+  p.integer(0).ints(value.sizes()).ints(value.strides()).op('\x89');  // requires_grad=False
+  p.global("collections", "OrderedDict").op(')').op('R');  // no backward hooks
+  p.global("torch", dtype).op('t').op('R');
+  const std::string& program = p.finish();
+
+  std::vector<char> out;
+  caffe2::serialize::PyTorchStreamWriter writer([&](const void* data, size_t size) {
+    const char* bytes = static_cast<const char*>(data);
+    out.insert(out.end(), bytes, bytes + size);
+    return size;
+  });
+  writer.writeRecord("data.pkl", program.data(), program.size());
+  writer.writeRecord("data/0", value.const_data_ptr(), nbytes);
+  writer.writeEndOfFile();
+  return out;
+}
+
+std::vector<char> pickle_tensor(const at::Tensor& host) {
+  if (const auto dtype = dtype_without_storage_class(host.scalar_type())) {
+    return pickle_as_torch_save(host, *dtype);
+  }
+  return torch::jit::pickle_save(host);
+}
+
 std::string phase_tag(const std::string& phase) {
   if (phase == "before_launch") return "before";
   if (phase == "after_launch") return "after";
@@ -130,7 +226,7 @@ std::string save_snapshot(const std::string& dir, const TensorRecord& record,
       value.storage().nbytes() > static_cast<size_t>(value.numel()) * value.element_size()) {
     value = value.contiguous().clone();
   }
-  const std::vector<char> bytes = torch::jit::pickle_save(value);
+  const std::vector<char> bytes = pickle_tensor(value);
 
   const Where& w = record.where;
   // Sorting the names sorts by run and launch; the call index tells apart
