@@ -7,7 +7,11 @@
    the built-in level 2, our level 3 with and without the sync after each
    kernel, the built-in level 3 (all printing to /dev/null).
 
-    python bench/bench_gpu.py [--sizes-mib 64 256 1024] [--runs 20] [--skip-model]
+    python bench/bench_gpu.py [--sizes-mib 0.0625 64 256 1024] [--runs 20] [--skip-model] [--profile]
+
+The 64 KiB row is not a target size: it shows the fixed cost of one call
+(launches, the copy back, the sync), which is what a model's many small
+activations pay. --profile adds where that time goes (torch.profiler).
 """
 
 from __future__ import annotations
@@ -61,7 +65,7 @@ def copy_bandwidth(nbytes: int = 2**30) -> float:
     return 2 * nbytes * 20 / (start.elapsed_time(end) / 1e3)
 
 
-def bench_stats(sizes_mib: list[int], runs: int) -> None:
+def bench_stats(sizes_mib: list[float], runs: int) -> None:
     bw = copy_bandwidth()
     print(f"\nDevice-to-device copy: {bw / 1e12:.2f} TB/s (read + write); "
           f"floor = bytes / that bandwidth ({torch.cuda.get_device_name()})")
@@ -70,18 +74,34 @@ def bench_stats(sizes_mib: list[int], runs: int) -> None:
     aoti_debug_printer.set_option("output", "stdout")
     for dtype in (torch.float32, torch.bfloat16):
         for mib in sizes_mib:
-            numel = mib * 2**20 // torch.tensor([], dtype=dtype).element_size()
+            numel = int(mib * 2**20) // torch.tensor([], dtype=dtype).element_size()
             t = torch.randn(numel, device="cuda").to(dtype)
             floor = mib * 2**20 / bw * 1e3
             ours = gpu_ms(lambda: _C.stats(t, "device"), runs)
             with stdout_to_devnull():
                 record = gpu_ms(lambda: _C.record(_C.PRINT, _C.AFTER_LAUNCH, "k", "t", t), runs)
                 builtin = gpu_ms(lambda: _C.upstream_print_tensor_handle(t, "bench"), runs)
-            name = f"{str(dtype)[6:]} {mib} MiB"
+            name = f"{str(dtype)[6:]} {mib:g} MiB" if mib >= 1 else f"{str(dtype)[6:]} {mib * 1024:g} KiB"
             print(f"  {name:<18}{floor:>10.3f}{ours:>10.3f}{ours / floor:>11.2f}x"
                   f"{record:>11.3f}{builtin:>13.3f}{builtin / floor:>15.1f}x{builtin / ours:>14.1f}x")
             del t
             torch.cuda.empty_cache()
+
+
+def profile_small_record() -> None:
+    from torch.profiler import ProfilerActivity, profile
+
+    t = torch.randn(64, 256, device="cuda")
+    with stdout_to_devnull():
+        for _ in range(5):
+            _C.record(_C.PRINT, _C.AFTER_LAUNCH, "k", "t", t)
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for _ in range(20):
+                _C.record(_C.PRINT, _C.AFTER_LAUNCH, "k", "t", t)
+            torch.cuda.synchronize()
+    print("\nWhere 20 records of a 64 KiB float32 tensor spend their time:")
+    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=14))
 
 
 VARIANTS = {
@@ -141,14 +161,17 @@ def bench_model(runs: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    parser.add_argument("--sizes-mib", type=int, nargs="+", default=[64, 256, 1024])
+    parser.add_argument("--sizes-mib", type=float, nargs="+", default=[0.0625, 64, 256, 1024])
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--skip-model", action="store_true")
+    parser.add_argument("--profile", action="store_true", help="where one small record's time goes")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         sys.exit("bench_gpu.py needs a CUDA device")
     os.environ.setdefault("AOTI_DEBUG_PRINTER_OUTPUT", "stdout")
     bench_stats(args.sizes_mib, args.runs)
+    if args.profile:
+        profile_small_record()
     if not args.skip_model:
         bench_model(args.runs)
 

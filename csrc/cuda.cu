@@ -10,6 +10,7 @@
 #include <ATen/Dispatch_v2.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
 #include <ATen/cuda/detail/OffsetCalculator.cuh>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
@@ -20,6 +21,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -115,8 +117,10 @@ __device__ __forceinline__ double shift_of(T v) {
   }
 }
 
-// One thread's running statistics, in registers. Floating values take a
-// branch-free path: every element costs the same few instructions.
+template <typename T>
+constexpr bool is_real_floating = !c10::is_complex<T>::value && !std::is_integral_v<T>;
+
+// One thread's running statistics, in registers.
 template <typename T>
 struct ThreadAcc {
   using K = key_t<T>;
@@ -160,22 +164,44 @@ struct ThreadAcc {
     } else if constexpr (std::is_integral_v<T>) {
       add_finite(static_cast<K>(v), static_cast<double>(v));
     } else {
-      constexpr K inf = std::numeric_limits<K>::infinity();
+      // Real floating types, the bandwidth-critical case. `finite` and
+      // `absmax` are derived once at the end (stats_of), not per element.
       const K x = static_cast<K>(v);
-      const bool fin = isfinite(x);
-      nan += isnan(x);
-      pos_inf += x == inf;
-      neg_inf += x == -inf;
-      finite += fin;
-      zeros += x == K(0);
-      min = fin && x < min ? x : min;
-      max = fin && x > max ? x : max;
-      const K a = fabs(x);
-      absmax = fin && a > absmax ? a : absmax;
-      const double d = fin ? static_cast<double>(x) - shift : 0.0;
-      s1 += d;
-      s2 += d * d;
+      if (fabs(x) < std::numeric_limits<K>::infinity()) {
+        add_real_finite(x);
+      } else {
+        nan += isnan(x);
+        pos_inf += x > K(0);
+        neg_inf += x < K(0);
+      }
     }
+  }
+
+  __device__ __forceinline__ void add_real_finite(K x) {
+    zeros += x == K(0);
+    min = fmin(min, x);
+    max = fmax(max, x);
+    const double d = static_cast<double>(x) - shift;
+    s1 += d;
+    s2 += d * d;
+  }
+
+  // A 16-byte pack: real floating packs with no NaN/Inf (nearly all) skip
+  // the per-element finiteness branch, about a third of the instructions.
+  template <int N>
+  __device__ __forceinline__ void add_pack(const T (&v)[N]) {
+    if constexpr (is_real_floating<T>) {
+      bool all_finite = true;
+#pragma unroll
+      for (int k = 0; k < N; ++k) all_finite &= fabs(static_cast<K>(v[k])) < std::numeric_limits<K>::infinity();
+      if (all_finite) {
+#pragma unroll
+        for (int k = 0; k < N; ++k) add_real_finite(static_cast<K>(v[k]));
+        return;
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < N; ++k) add(v[k]);
   }
 
   __device__ Acc<K> to_acc() const {
@@ -229,15 +255,11 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) buf[u] = p[j + u * G];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-#pragma unroll
-      for (int k = 0; k < kVec; ++k) a.add(buf[u].v[k]);
-    }
+    for (int u = 0; u < kUnroll; ++u) a.add_pack(buf[u].v);
   }
   for (; j < np; j += G) {
     const Pack<T> b = p[j];
-#pragma unroll
-    for (int k = 0; k < kVec; ++k) a.add(b.v[k]);
+    a.add_pack(b.v);
   }
   for (int64_t i = head + np * kVec + g; i < n; i += G) a.add(x[i]);
   Acc<key_t<T>> acc = a.to_acc();
@@ -295,17 +317,20 @@ template <typename T>
 TensorStats stats_of(const Acc<key_t<T>>& r, int64_t numel) {
   TensorStats s;
   s.numel = numel;
-  s.finite = static_cast<int64_t>(r.finite);
+
   s.nan = static_cast<int64_t>(r.nan);
   s.pos_inf = static_cast<int64_t>(r.pos_inf);
   s.neg_inf = static_cast<int64_t>(r.neg_inf);
   s.zeros = static_cast<int64_t>(r.zeros);
-  const double n = static_cast<double>(r.finite);
-  s.mean = r.finite > 0 ? r.shift + r.s1 / n : std::numeric_limits<double>::quiet_NaN();
-  const double m2 = r.finite > 0 ? std::max(0.0, r.s2 - r.s1 * r.s1 / n) : 0.0;
-  s.std = r.finite > 1 ? std::sqrt(m2 / (n - 1)) : std::numeric_limits<double>::quiet_NaN();
-  s.absmax = r.absmax;
-  if (r.finite > 0) {
+  s.finite = is_real_floating<T> ? numel - s.nan - s.pos_inf - s.neg_inf : static_cast<int64_t>(r.finite);
+  const double n = static_cast<double>(s.finite);
+  s.mean = s.finite > 0 ? r.shift + r.s1 / n : std::numeric_limits<double>::quiet_NaN();
+  const double m2 = s.finite > 0 ? std::max(0.0, r.s2 - r.s1 * r.s1 / n) : 0.0;
+  s.std = s.finite > 1 ? std::sqrt(m2 / (n - 1)) : std::numeric_limits<double>::quiet_NaN();
+  s.absmax = is_real_floating<T> && s.finite > 0
+                 ? std::max(std::fabs(static_cast<double>(r.min)), std::fabs(static_cast<double>(r.max)))
+                 : r.absmax;
+  if (s.finite > 0) {
     s.min = scalar_of(r.min);
     s.max = scalar_of(r.max);
   }
@@ -316,13 +341,21 @@ TensorStats stats_of(const Acc<key_t<T>>& r, int64_t numel) {
 // Launches the partial and final kernels for `t` on `stream`, the result
 // going to `result` and the partials to `parts` (room for `max_parts`).
 template <typename T>
-void launch_stats(const at::Tensor& t, cudaStream_t stream, Acc<key_t<T>>* result,
-                  Acc<key_t<T>>* parts, int64_t max_parts) {
+void launch_stats(const at::Tensor& t, cudaStream_t stream, int multiprocessors,
+                  Acc<key_t<T>>* result, Acc<key_t<T>>* parts, int64_t max_parts) {
   const auto* first = static_cast<const T*>(t.const_data_ptr());
   int64_t used = 0;
   if (t.is_non_overlapping_and_dense()) {
+    // At most one wave of resident blocks: each block strides over its share
+    // anyway, and a second, partial wave would only leave SMs idle at the end.
+    static const int per_sm = [] {
+      int n = 0;
+      C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, dense_partials<T>, kThreads, 0));
+      return std::max(n, 1);
+    }();
+    const int64_t wave = std::min<int64_t>(max_parts, static_cast<int64_t>(per_sm) * multiprocessors);
     const int64_t packs = ceil_div(t.numel(), 16 / sizeof(T));
-    const int64_t blocks = std::clamp<int64_t>(ceil_div(packs, kThreads * kUnroll), 1, max_parts);
+    const int64_t blocks = std::clamp<int64_t>(ceil_div(packs, kThreads * kUnroll), 1, wave);
     dense_partials<T><<<blocks, kThreads, 0, stream>>>(first, t.numel(), parts);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     used = blocks;
@@ -350,6 +383,30 @@ void launch_stats(const at::Tensor& t, cudaStream_t stream, Acc<key_t<T>>* resul
   }
   finish<T><<<1, kThreads, 0, stream>>>(parts, static_cast<int>(used), first, result);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// Pinned host memory for the copy back, kept per host thread (each
+// snapshot waits for its copy before returning, so one buffer per thread is
+// never shared by two copies in flight): no allocator call on the per-tensor
+// path. Grows to the largest copy seen.
+uint8_t* pinned_buffer(size_t bytes) {
+  struct Buffer {
+    void* data = nullptr;
+    size_t size = 0;
+    ~Buffer() {
+      // At process exit the CUDA runtime may already be gone: nothing to report.
+      if (data) (void)cudaFreeHost(data);
+    }
+  };
+  thread_local Buffer buffer;
+  if (bytes > buffer.size) {
+    if (buffer.data) C10_CUDA_CHECK(cudaFreeHost(buffer.data));
+    buffer.data = nullptr;
+    buffer.size = 0;
+    C10_CUDA_CHECK(cudaMallocHost(&buffer.data, std::max<size_t>(bytes, 4096)));
+    buffer.size = std::max<size_t>(bytes, 4096);
+  }
+  return static_cast<uint8_t*>(buffer.data);
 }
 
 } // namespace
@@ -382,7 +439,7 @@ Snapshot snapshot(const at::Tensor& t, bool with_values) {
   try {
     AT_DISPATCH_V2(
         t.scalar_type(), "aoti_debug_printer_device_stats", AT_WRAP([&] {
-          launch_stats<scalar_t>(t, stream, reinterpret_cast<Acc<key_t<scalar_t>>*>(base),
+          launch_stats<scalar_t>(t, stream, sms, reinterpret_cast<Acc<key_t<scalar_t>>*>(base),
                                  reinterpret_cast<Acc<key_t<scalar_t>>*>(base + parts_at),
                                  max_parts);
         }),
@@ -397,19 +454,20 @@ Snapshot snapshot(const at::Tensor& t, bool with_values) {
   if (with_values) {
     buf.narrow(0, kResultBytes, values_bytes).view(t.scalar_type()).view(t.sizes()).copy_(t);
   }
-  // The one copy back, into pinned memory so that it is a plain DMA.
-  at::Tensor host = at::empty({back_bytes}, at::TensorOptions().dtype(at::kByte).pinned_memory(true));
-  host.copy_(buf.narrow(0, 0, back_bytes), /*non_blocking=*/true);
+  // The one copy back, a plain DMA into this thread's pinned buffer.
+  uint8_t* back = pinned_buffer(static_cast<size_t>(back_bytes));
+  C10_CUDA_CHECK(cudaMemcpyAsync(back, base, back_bytes, cudaMemcpyDeviceToHost, stream));
   C10_CUDA_CHECK(cudaStreamSynchronize(stream));
   AT_DISPATCH_V2(
       t.scalar_type(), "aoti_debug_printer_device_stats", AT_WRAP([&] {
         Acc<key_t<scalar_t>> r;
-        std::memcpy(&r, host.const_data_ptr<uint8_t>(), sizeof r);
+        std::memcpy(&r, back, sizeof r);
         snap.stats = stats_of<scalar_t>(r, t.numel());
       }),
       AOTI_DEBUG_PRINTER_DTYPES);
   if (with_values) {
-    snap.values = host.narrow(0, kResultBytes, values_bytes).view(t.scalar_type()).view(t.sizes()).clone();
+    snap.values = at::from_blob(back + kResultBytes, t.sizes(), at::TensorOptions().dtype(t.scalar_type()))
+                      .clone();
   }
   return snap;
 }

@@ -3,6 +3,7 @@
 # the torch installed there, then run the tests and the GPU benchmarks, logs
 # under LOGDIR.
 #   bash test/gpu/run.sh LOGDIR [all|tests|bench] [pytest args]
+# (WITH_IMA=0 leaves out the IMA comparison, BENCH_ARGS go to bench_gpu.py)
 # "tests" runs the whole suite (the GPU tests included) and, beside it, the
 # IMA comparison (bench/ima_pinpoint.py: it times nothing); "bench" the
 # timed benchmark (bench/bench_gpu.py) on an otherwise idle GPU; "all" both.
@@ -36,18 +37,23 @@ if [ "$what" = all ] || [ "$what" = tests ]; then
   # result is logged as it comes (-v), and a hung test cannot eat the lease.
   timeout=()
   python3 -c "import pytest_timeout" 2>/dev/null && timeout=(--timeout "${TEST_TIMEOUT:-300}")
-  timeout "${BENCH_TIMEOUT:-480}" python3 bench/ima_pinpoint.py >"$logs/ima_pinpoint.log" 2>&1 &
-  ima=$!
+  ima=""
+  if [ "${WITH_IMA:-1}" = 1 ]; then
+    timeout "${BENCH_TIMEOUT:-480}" python3 bench/ima_pinpoint.py >"$logs/ima_pinpoint.log" 2>&1 &
+    ima=$!
+  fi
   # Past SUITE_TIMEOUT pytest gets SIGINT, so it still reports what failed;
   # lines carry the seconds since the start.
   timeout -s INT "${SUITE_TIMEOUT:-3000}" \
     python3 -m pytest -p no:cacheprovider -p no:benchmark -n "${JOBS:-8}" --dist loadgroup -v -rfE \
     --durations=10 "${timeout[@]}" "$@" 2>&1 | while IFS= read -r line; do printf '%4ds %s\n' "$SECONDS" "$line"; done | tee "$logs/pytest.log"
   rc=${PIPESTATUS[0]}
-  wait "$ima" || rc=1
-  cat "$logs/ima_pinpoint.log"
+  if [ -n "$ima" ]; then
+    wait "$ima" || rc=1
+    cat "$logs/ima_pinpoint.log"
+  fi
 fi
 if [ "$what" = all ] || [ "$what" = bench ]; then
-  timeout "${BENCH_TIMEOUT:-480}" python3 bench/bench_gpu.py 2>&1 | tee "$logs/bench_gpu.log" || rc=1
+  timeout "${BENCH_TIMEOUT:-480}" python3 bench/bench_gpu.py ${BENCH_ARGS:-} 2>&1 | tee "$logs/bench_gpu.log" || rc=1
 fi
 exit "$rc"
