@@ -9,7 +9,6 @@
 
 #include <ATen/Dispatch_v2.h>
 #include <ATen/TensorIterator.h>
-#include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
 #include <ATen/cuda/detail/OffsetCalculator.cuh>
 #include <c10/cuda/CUDAException.h>
@@ -26,6 +25,7 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
 namespace aoti_debug_printer::device {
 namespace {
@@ -230,11 +230,59 @@ struct alignas(16) Pack {
   T v[16 / sizeof(T)];
 };
 
+// Where the blocks' partials go and how the last block to finish turns them
+// into the tensor's result: one launch per tensor, not a second kernel.
+// `counter` is zero between tensors: the last block resets it.
+template <typename T>
+struct Reduction {
+  Acc<key_t<T>>* parts;     // one per block, over every launch of the tensor
+  unsigned int total;       // blocks over every launch of the tensor
+  unsigned int* counter;
+  Acc<key_t<T>>* result;
+  const T* first;           // the tensor's first element: the moments' shift
+};
+
+// Partials are written by other blocks: read them past L1.
+template <typename K>
+__device__ __forceinline__ Acc<K> load_partial(const Acc<K>* p) {
+  static_assert(sizeof(Acc<K>) % sizeof(unsigned long long) == 0);
+  Acc<K> a;
+  auto* to = reinterpret_cast<unsigned long long*>(&a);
+  const auto* from = reinterpret_cast<const unsigned long long*>(p);
+#pragma unroll
+  for (int i = 0; i < static_cast<int>(sizeof(Acc<K>) / sizeof(unsigned long long)); ++i) to[i] = __ldcg(from + i);
+  return a;
+}
+
+// Ends every partials kernel: the block's result goes to parts[part]; the
+// last block of all merges them.
+template <typename T>
+__device__ void finish_block(Acc<key_t<T>>& acc, unsigned int part, const Reduction<T>& r) {
+  using K = key_t<T>;
+  __shared__ bool last;
+  block_reduce(acc);
+  if (threadIdx.x == 0) {
+    r.parts[part] = acc;
+    __threadfence();
+    last = atomicAdd(r.counter, 1u) == r.total - 1;
+  }
+  __syncthreads();
+  if (!last) return;
+  Acc<K> a = empty_acc<K>();
+  for (unsigned int i = threadIdx.x; i < r.total; i += blockDim.x) merge(a, load_partial(r.parts + i));
+  block_reduce(a);
+  if (threadIdx.x == 0) {
+    a.shift = shift_of(*r.first);
+    *r.result = a;
+    *r.counter = 0;
+  }
+}
+
 // Dense tensors (contiguous in any dimension order): statistics do not
 // depend on element order, so the storage span is read as one flat array.
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    dense_partials(const T* __restrict__ x, int64_t n, Acc<key_t<T>>* __restrict__ out) {
+    dense_partials(const T* __restrict__ x, int64_t n, Reduction<T> r) {
   constexpr int64_t kVec = 16 / sizeof(T);
   ThreadAcc<T> a(shift_of(x[0]));
   const int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -263,36 +311,23 @@ __global__ void __launch_bounds__(kThreads)
   }
   for (int64_t i = head + np * kVec + g; i < n; i += G) a.add(x[i]);
   Acc<key_t<T>> acc = a.to_acc();
-  block_reduce(acc);
-  if (threadIdx.x == 0) out[blockIdx.x] = acc;
+  finish_block(acc, blockIdx.x, r);
 }
 
-// Any other strides (views, zero strides), through ATen's offset calculator.
+// Any other strides (views, zero strides), through ATen's offset calculator;
+// a tensor of more than 2^31 elements takes several launches, the first
+// block of this one being partial `part0`.
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    strided_partials(const char* base, OffsetCalculator<1> offsets, uint32_t n, const T* first,
-                     Acc<key_t<T>>* __restrict__ out) {
-  ThreadAcc<T> a(shift_of(*first));
+    strided_partials(const char* base, OffsetCalculator<1> offsets, uint32_t n, unsigned int part0,
+                     Reduction<T> r) {
+  ThreadAcc<T> a(shift_of(*r.first));
   const uint32_t G = gridDim.x * blockDim.x;
   for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += G) {
     a.add(*reinterpret_cast<const T*>(base + offsets.get(i)[0]));
   }
   Acc<key_t<T>> acc = a.to_acc();
-  block_reduce(acc);
-  if (threadIdx.x == 0) out[blockIdx.x] = acc;
-}
-
-template <typename T>
-__global__ void __launch_bounds__(kThreads)
-    finish(const Acc<key_t<T>>* __restrict__ parts, int n, const T* first,
-           Acc<key_t<T>>* __restrict__ out) {
-  Acc<key_t<T>> a = empty_acc<key_t<T>>();
-  for (int i = threadIdx.x; i < n; i += blockDim.x) merge(a, parts[i]);
-  block_reduce(a);
-  if (threadIdx.x == 0) {
-    a.shift = shift_of(*first);
-    *out = a;
-  }
+  finish_block(acc, part0 + blockIdx.x, r);
 }
 
 int64_t ceil_div(int64_t a, int64_t b) {
@@ -338,13 +373,12 @@ TensorStats stats_of(const Acc<key_t<T>>& r, int64_t numel) {
   return s;
 }
 
-// Launches the partial and final kernels for `t` on `stream`, the result
-// going to `result` and the partials to `parts` (room for `max_parts`).
+// Launches the statistics kernels for `t` on `stream`, the result going to
+// `result`, the partials to `parts` (room for `max_parts`).
 template <typename T>
-void launch_stats(const at::Tensor& t, cudaStream_t stream, int multiprocessors,
+void launch_stats(const at::Tensor& t, cudaStream_t stream, int multiprocessors, unsigned int* counter,
                   Acc<key_t<T>>* result, Acc<key_t<T>>* parts, int64_t max_parts) {
-  const auto* first = static_cast<const T*>(t.const_data_ptr());
-  int64_t used = 0;
+  Reduction<T> r{parts, 0, counter, result, static_cast<const T*>(t.const_data_ptr())};
   if (t.is_non_overlapping_and_dense()) {
     // At most one wave of resident blocks: each block strides over its share
     // anyway, and a second, partial wave would only leave SMs idle at the end.
@@ -355,34 +389,34 @@ void launch_stats(const at::Tensor& t, cudaStream_t stream, int multiprocessors,
     }();
     const int64_t wave = std::min<int64_t>(max_parts, static_cast<int64_t>(per_sm) * multiprocessors);
     const int64_t packs = ceil_div(t.numel(), 16 / sizeof(T));
-    const int64_t blocks = std::clamp<int64_t>(ceil_div(packs, kThreads * kUnroll), 1, wave);
-    dense_partials<T><<<blocks, kThreads, 0, stream>>>(first, t.numel(), parts);
+    r.total = static_cast<unsigned int>(std::clamp<int64_t>(ceil_div(packs, kThreads * kUnroll), 1, wave));
+    dense_partials<T><<<r.total, kThreads, 0, stream>>>(r.first, t.numel(), r);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
-    used = blocks;
-  } else {
-    auto iter = at::TensorIteratorConfig()
-                    .add_const_input(t)
-                    .check_all_same_dtype(false)
-                    .resize_outputs(false)
-                    .build();
-    int64_t pieces = 0;
-    for (auto& sub : iter.with_32bit_indexing()) {
-      (void)sub;
-      ++pieces;
-    }
-    const int64_t per_piece = std::max<int64_t>(1, max_parts / pieces);
-    for (auto& sub : iter.with_32bit_indexing()) {
-      const int64_t n = sub.numel();
-      const int64_t blocks = std::clamp<int64_t>(ceil_div(n, kThreads * 4), 1, per_piece);
-      strided_partials<T><<<blocks, kThreads, 0, stream>>>(
-          static_cast<const char*>(sub.data_ptr(0)), make_offset_calculator<1>(sub),
-          static_cast<uint32_t>(n), first, parts + used);
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
-      used += blocks;
-    }
+    return;
   }
-  finish<T><<<1, kThreads, 0, stream>>>(parts, static_cast<int>(used), first, result);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  auto iter = at::TensorIteratorConfig()
+                  .add_const_input(t)
+                  .check_all_same_dtype(false)
+                  .resize_outputs(false)
+                  .build();
+  std::vector<int64_t> blocks;
+  for (auto& sub : iter.with_32bit_indexing()) blocks.push_back(sub.numel());
+  const int64_t per_piece = std::max<int64_t>(1, max_parts / static_cast<int64_t>(blocks.size()));
+  TORCH_CHECK(static_cast<int64_t>(blocks.size()) <= max_parts, "tensor too large for device statistics");
+  for (auto& b : blocks) {
+    b = std::clamp<int64_t>(ceil_div(b, kThreads * 4), 1, per_piece);
+    r.total += static_cast<unsigned int>(b);
+  }
+  unsigned int part0 = 0;
+  size_t piece = 0;
+  for (auto& sub : iter.with_32bit_indexing()) {
+    const auto n = static_cast<unsigned int>(blocks[piece++]);
+    strided_partials<T><<<n, kThreads, 0, stream>>>(static_cast<const char*>(sub.data_ptr(0)),
+                                                   make_offset_calculator<1>(sub),
+                                                   static_cast<uint32_t>(sub.numel()), part0, r);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    part0 += n;
+  }
 }
 
 // Pinned host memory for the copy back, kept per host thread (each
@@ -409,6 +443,35 @@ uint8_t* pinned_buffer(size_t bytes) {
   return static_cast<uint8_t*>(buffer.data);
 }
 
+// The kernels' device memory, kept per host thread and device like the
+// pinned buffer: no allocator call per tensor, and the reduction counter at
+// its start stays zero between tensors. Returned when the thread exits.
+uint8_t* device_scratch(int device, int64_t bytes, cudaStream_t stream) {
+  struct Buffer {
+    void* data = nullptr;
+    int64_t size = 0;
+  };
+  struct Buffers {
+    std::vector<Buffer> per_device;
+    ~Buffers() {
+      for (const Buffer& b : per_device) {
+        if (b.data) (void)cudaFree(b.data);
+      }
+    }
+  };
+  thread_local Buffers buffers;
+  if (buffers.per_device.size() <= static_cast<size_t>(device)) buffers.per_device.resize(device + 1);
+  Buffer& b = buffers.per_device[device];
+  if (bytes > b.size) {
+    if (b.data) C10_CUDA_CHECK(cudaFree(b.data));
+    b = Buffer{};
+    C10_CUDA_CHECK(cudaMalloc(&b.data, bytes));
+    C10_CUDA_CHECK(cudaMemsetAsync(b.data, 0, bytes, stream));
+    b.size = bytes;
+  }
+  return static_cast<uint8_t*>(b.data);
+}
+
 } // namespace
 
 bool computes_stats_on(const at::Tensor& t) {
@@ -423,40 +486,49 @@ Snapshot snapshot(const at::Tensor& t, bool with_values) {
     snap.stats.mean = snap.stats.std = std::numeric_limits<double>::quiet_NaN();
     return snap;
   }
+  const int device = t.device().index();
   const c10::cuda::CUDAGuard guard(t.device());
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(t.device().index()).stream();
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device).stream();
   int sms = 0;
-  C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, t.device().index()));
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   // Enough blocks of 256 threads to fill every SM.
   const int64_t max_parts = static_cast<int64_t>(sms) * 8;
   const int64_t values_bytes = with_values ? t.numel() * static_cast<int64_t>(t.element_size()) : 0;
+  // Scratch layout: [counter | result | values | partials]; result and
+  // values are what comes back to the host.
+  const int64_t back_at = 256;
   const int64_t back_bytes = kResultBytes + values_bytes;
-  const int64_t parts_at = ceil_div(back_bytes, 256) * 256;
-  const at::Tensor buf = at::empty({parts_at + max_parts * static_cast<int64_t>(sizeof(Acc<double>))},
-                                   t.options().dtype(at::kByte));
-  uint8_t* base = buf.mutable_data_ptr<uint8_t>();
+  const int64_t parts_at = back_at + ceil_div(back_bytes, 256) * 256;
+  uint8_t* base = device_scratch(device, parts_at + max_parts * static_cast<int64_t>(sizeof(Acc<double>)),
+                                 stream);
+  auto* counter = reinterpret_cast<unsigned int*>(base);
   bool supported = true;
   try {
     AT_DISPATCH_V2(
         t.scalar_type(), "aoti_debug_printer_device_stats", AT_WRAP([&] {
-          launch_stats<scalar_t>(t, stream, sms, reinterpret_cast<Acc<key_t<scalar_t>>*>(base),
-                                 reinterpret_cast<Acc<key_t<scalar_t>>*>(base + parts_at),
-                                 max_parts);
+          launch_stats<scalar_t>(t, stream, sms, counter,
+                                 reinterpret_cast<Acc<key_t<scalar_t>>*>(base + back_at),
+                                 reinterpret_cast<Acc<key_t<scalar_t>>*>(base + parts_at), max_parts);
         }),
         AOTI_DEBUG_PRINTER_DTYPES);
   } catch (const c10::NotImplementedError&) {
-    supported = false;
+    supported = false;  // raised before any launch
+  } catch (...) {
+    // A launch failed after others were queued: the counter must be zero
+    // again for this thread's next tensor.
+    (void)cudaMemsetAsync(counter, 0, sizeof *counter, stream);
+    throw;
   }
   if (!supported) {
     snap.stats.unsupported = std::string("no statistics for dtype ") + c10::toString(t.scalar_type());
     return snap;
   }
   if (with_values) {
-    buf.narrow(0, kResultBytes, values_bytes).view(t.scalar_type()).view(t.sizes()).copy_(t);
+    at::from_blob(base + back_at + kResultBytes, t.sizes(), t.options()).copy_(t);
   }
   // The one copy back, a plain DMA into this thread's pinned buffer.
   uint8_t* back = pinned_buffer(static_cast<size_t>(back_bytes));
-  C10_CUDA_CHECK(cudaMemcpyAsync(back, base, back_bytes, cudaMemcpyDeviceToHost, stream));
+  C10_CUDA_CHECK(cudaMemcpyAsync(back, base + back_at, back_bytes, cudaMemcpyDeviceToHost, stream));
   C10_CUDA_CHECK(cudaStreamSynchronize(stream));
   AT_DISPATCH_V2(
       t.scalar_type(), "aoti_debug_printer_device_stats", AT_WRAP([&] {

@@ -145,6 +145,27 @@ def test_device_stats_of_empty_and_huge_strided_tensors():
     del big, view
 
 
+def test_device_stats_from_threads_on_their_own_streams():
+    # Each host thread keeps its own scratch and reduction counter; threads
+    # on different streams must never see each other's partials.
+    import concurrent.futures
+
+    tensors = [sample(dtype).cuda()[: 1000 + 997 * i] for i, dtype in
+               enumerate([torch.float32, torch.bfloat16, torch.int32, torch.float16] * 2)]
+    tensors.append(torch.randn(3000, 3000, device="cuda").t()[::2])  # strided, several blocks
+    want = [aoti_debug_printer.stats(t.cpu(), on="host") for t in tensors]
+
+    def work(seed: int) -> list[dict]:
+        with torch.cuda.stream(torch.cuda.Stream()):
+            order = [(seed + k) % len(tensors) for k in range(3 * len(tensors))]
+            return [(i, aoti_debug_printer.stats(tensors[i], on="device")) for i in order]
+
+    with concurrent.futures.ThreadPoolExecutor(6) as pool:
+        for results in pool.map(work, range(6)):
+            for i, got in results:
+                assert_same_stats(got, want[i])
+
+
 def test_small_cuda_tensor_record_carries_values(records):
     from aoti_debug_printer import _C
 
