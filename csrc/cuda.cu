@@ -3,8 +3,9 @@
 //
 // Why a kernel of our own: ATen would read the tensor once per reduction
 // (min, max, mean, std, isnan, isinf, ...) and sync once per .item(); this
-// reads it once, at close to the copy bandwidth, and the result rides back
-// in a single device-to-host copy.
+// reads it once, at close to the copy bandwidth, in one launch whose last
+// block writes the result straight into mapped host memory. What a call
+// costs beyond the read is that launch and one stream sync.
 #include "device.h"
 
 #include <ATen/Dispatch_v2.h>
@@ -419,11 +420,12 @@ void launch_stats(const at::Tensor& t, cudaStream_t stream, int multiprocessors,
   }
 }
 
-// Pinned host memory for the copy back, kept per host thread (each
-// snapshot waits for its copy before returning, so one buffer per thread is
-// never shared by two copies in flight): no allocator call on the per-tensor
-// path. Grows to the largest copy seen.
-uint8_t* pinned_buffer(size_t bytes) {
+// Mapped pinned host memory, kept per host thread, that the kernels write
+// the result (and small tensors' values) into directly: no copy call, no
+// allocator call on the per-tensor path. Each snapshot waits for its own
+// kernels before returning, so one buffer per thread is never written by two
+// tensors at once. Grows to the largest size asked for.
+uint8_t* host_result_buffer(size_t bytes) {
   struct Buffer {
     void* data = nullptr;
     size_t size = 0;
@@ -437,8 +439,11 @@ uint8_t* pinned_buffer(size_t bytes) {
     if (buffer.data) C10_CUDA_CHECK(cudaFreeHost(buffer.data));
     buffer.data = nullptr;
     buffer.size = 0;
-    C10_CUDA_CHECK(cudaMallocHost(&buffer.data, std::max<size_t>(bytes, 4096)));
-    buffer.size = std::max<size_t>(bytes, 4096);
+    const size_t size = std::max<size_t>(bytes, 4096);
+    // Portable: every device's kernels may write it (unified addressing makes
+    // the host pointer the device pointer).
+    C10_CUDA_CHECK(cudaHostAlloc(&buffer.data, size, cudaHostAllocMapped | cudaHostAllocPortable));
+    buffer.size = size;
   }
   return static_cast<uint8_t*>(buffer.data);
 }
@@ -494,11 +499,10 @@ Snapshot snapshot(const at::Tensor& t, bool with_values) {
   // Enough blocks of 256 threads to fill every SM.
   const int64_t max_parts = static_cast<int64_t>(sms) * 8;
   const int64_t values_bytes = with_values ? t.numel() * static_cast<int64_t>(t.element_size()) : 0;
-  // Scratch layout: [counter | result | values | partials]; result and
-  // values are what comes back to the host.
-  const int64_t back_at = 256;
-  const int64_t back_bytes = kResultBytes + values_bytes;
-  const int64_t parts_at = back_at + ceil_div(back_bytes, 256) * 256;
+  // Host side: [result | values]; device side: [counter | values | partials].
+  uint8_t* back = host_result_buffer(static_cast<size_t>(kResultBytes + values_bytes));
+  constexpr int64_t values_at = 256;
+  const int64_t parts_at = values_at + ceil_div(values_bytes, 256) * 256;
   uint8_t* base = device_scratch(device, parts_at + max_parts * static_cast<int64_t>(sizeof(Acc<double>)),
                                  stream);
   auto* counter = reinterpret_cast<unsigned int*>(base);
@@ -506,8 +510,7 @@ Snapshot snapshot(const at::Tensor& t, bool with_values) {
   try {
     AT_DISPATCH_V2(
         t.scalar_type(), "aoti_debug_printer_device_stats", AT_WRAP([&] {
-          launch_stats<scalar_t>(t, stream, sms, counter,
-                                 reinterpret_cast<Acc<key_t<scalar_t>>*>(base + back_at),
+          launch_stats<scalar_t>(t, stream, sms, counter, reinterpret_cast<Acc<key_t<scalar_t>>*>(back),
                                  reinterpret_cast<Acc<key_t<scalar_t>>*>(base + parts_at), max_parts);
         }),
         AOTI_DEBUG_PRINTER_DTYPES);
@@ -524,11 +527,12 @@ Snapshot snapshot(const at::Tensor& t, bool with_values) {
     return snap;
   }
   if (with_values) {
-    at::from_blob(base + back_at + kResultBytes, t.sizes(), t.options()).copy_(t);
+    // Small tensors only (max_values): made contiguous on the device, then
+    // the one copy to the host.
+    at::from_blob(base + values_at, t.sizes(), t.options()).copy_(t);
+    C10_CUDA_CHECK(cudaMemcpyAsync(back + kResultBytes, base + values_at, values_bytes, cudaMemcpyDeviceToHost,
+                                   stream));
   }
-  // The one copy back, a plain DMA into this thread's pinned buffer.
-  uint8_t* back = pinned_buffer(static_cast<size_t>(back_bytes));
-  C10_CUDA_CHECK(cudaMemcpyAsync(back, base + back_at, back_bytes, cudaMemcpyDeviceToHost, stream));
   C10_CUDA_CHECK(cudaStreamSynchronize(stream));
   AT_DISPATCH_V2(
       t.scalar_type(), "aoti_debug_printer_device_stats", AT_WRAP([&] {

@@ -16,9 +16,9 @@ namespace aoti_debug_printer::device {
 bool computes_stats_on(const at::Tensor& t);
 
 // Statistics of `t` computed on its device, on the current stream, in one
-// fused pass. With `with_values`, the elements ride along: one
-// device-to-host copy brings both back. `values` is then a contiguous CPU
-// tensor of `t`'s dtype and shape; else undefined.
+// fused pass that writes them into host memory. With `with_values`, the
+// elements come too, in one device-to-host copy: `values` is then a
+// contiguous CPU tensor of `t`'s dtype and shape; else undefined.
 struct Snapshot {
   TensorStats stats;
   at::Tensor values;
