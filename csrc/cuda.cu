@@ -40,7 +40,8 @@ using key_t = std::conditional_t<std::is_same_v<exact_t<T>, double> && !std::is_
 
 // One block's (then the whole tensor's) partial result. Moments are sums of
 // x - shift, shift being the tensor's first element when finite: every
-// thread uses the same shift, so partials simply add.
+// thread uses the same shift, so partials simply add. Real floating types
+// leave `finite` and `absmax` at zero: stats_of derives them.
 template <typename K>
 struct Acc {
   unsigned long long finite, nan, pos_inf, neg_inf, zeros;
@@ -353,7 +354,6 @@ template <typename T>
 TensorStats stats_of(const Acc<key_t<T>>& r, int64_t numel) {
   TensorStats s;
   s.numel = numel;
-
   s.nan = static_cast<int64_t>(r.nan);
   s.pos_inf = static_cast<int64_t>(r.pos_inf);
   s.neg_inf = static_cast<int64_t>(r.neg_inf);
@@ -402,8 +402,8 @@ void launch_stats(const at::Tensor& t, cudaStream_t stream, int multiprocessors,
                   .build();
   std::vector<int64_t> blocks;
   for (auto& sub : iter.with_32bit_indexing()) blocks.push_back(sub.numel());
-  const int64_t per_piece = std::max<int64_t>(1, max_parts / static_cast<int64_t>(blocks.size()));
   TORCH_CHECK(static_cast<int64_t>(blocks.size()) <= max_parts, "tensor too large for device statistics");
+  const int64_t per_piece = max_parts / static_cast<int64_t>(blocks.size());
   for (auto& b : blocks) {
     b = std::clamp<int64_t>(ceil_div(b, kThreads * 4), 1, per_piece);
     r.total += static_cast<unsigned int>(b);
@@ -420,9 +420,9 @@ void launch_stats(const at::Tensor& t, cudaStream_t stream, int multiprocessors,
   }
 }
 
-// Mapped pinned host memory, kept per host thread, that the kernels write
-// the result (and small tensors' values) into directly: no copy call, no
-// allocator call on the per-tensor path. Each snapshot waits for its own
+// Mapped pinned host memory, kept per host thread: the kernel writes the
+// result into it directly (no copy call), and small tensors' values are
+// copied into it; no allocator call on the per-tensor path. Each snapshot waits for its own
 // kernels before returning, so one buffer per thread is never written by two
 // tensors at once. Grows to the largest size asked for.
 uint8_t* host_result_buffer(size_t bytes) {
