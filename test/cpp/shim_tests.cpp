@@ -62,6 +62,13 @@ struct Scratch {
     fs::remove_all(dir);
   }
   std::string output() const { return slurp(out); }
+  std::vector<fs::path> snapshots() const {
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator(dump)) {
+      if (e.path().extension() == ".pt") files.push_back(e.path());
+    }
+    return files;
+  }
 };
 
 std::string print_record(at::Tensor t, const char* arg = "x") {
@@ -245,10 +252,7 @@ TEST_CASE("saved files round-trip through the pickler", "[aoti_torch_save_tensor
     at::Tensor view = t.t();
     aoti_torch_save_tensor_handle(handle(view), "buf:0", "after_launch", "kern");
   }
-  std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator(s.dump)) {
-    if (e.path().extension() == ".pt") files.push_back(e.path());
-  }
+  const std::vector<fs::path> files = s.snapshots();
   REQUIRE(files.size() == 5);
   for (const auto& f : files) {
     CHECK(f.filename().string().find(':') == std::string::npos);
@@ -273,10 +277,7 @@ TEST_CASE("dtypes without a storage class are saved as Python's torch.save does"
   const at::Tensor t = at::arange(6, at::kFloat).reshape({2, 3}).to(at::kFloat8_e4m3fn);
   at::Tensor view = t.t();
   aoti_torch_save_tensor_handle(handle(view), "buf0", "after_launch", "kern");
-  std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator(s.dump)) {
-    if (e.path().extension() == ".pt") files.push_back(e.path());
-  }
+  const std::vector<fs::path> files = s.snapshots();
   REQUIRE(files.size() == 1);
   caffe2::serialize::PyTorchStreamReader reader(files[0].string());
   const auto [pickle, pickle_size] = reader.getRecord("data.pkl");
