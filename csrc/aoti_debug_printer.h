@@ -17,7 +17,11 @@
 #include <stdint.h>
 #include <torch/csrc/inductor/aoti_torch/c/shim.h>
 
-#define AOTI_DEBUG_PRINTER_ABI_VERSION 2
+// 3 added tensor_held (roles and the reason a tensor has no node). Tables
+// only grow at the end, and `size` says how much of one a caller may use,
+// so packages compiled against an older header keep loading.
+#define AOTI_DEBUG_PRINTER_ABI_VERSION 3
+#define AOTI_DEBUG_PRINTER_OLDEST_ABI_VERSION 2
 
 #ifdef __cplusplus
 extern "C" {
@@ -50,6 +54,14 @@ enum {
   AOTI_DEBUG_PRINTER_MODEL_INPUT = 2,
 };
 
+// What a kernel does to a tensor argument, as the code generator knows it.
+enum {
+  AOTI_DEBUG_PRINTER_ROLE_UNKNOWN = 0,
+  AOTI_DEBUG_PRINTER_ROLE_READ = 1,        // only reads it
+  AOTI_DEBUG_PRINTER_ROLE_WRITE = 2,       // stores its value, which nothing held before
+  AOTI_DEBUG_PRINTER_ROLE_READ_WRITE = 3,  // changes a value it was given (in place)
+};
+
 // Every function below catches all exceptions: a failure is reported on the
 // output (once for repeated save failures) and the model keeps running.
 
@@ -71,6 +83,12 @@ int32_t aoti_debug_printer_tensor(
 int32_t aoti_debug_printer_tensor_of_node(
     int32_t action, int32_t phase, const char* kernel, const char* arg, const char* node,
     AtenTensorHandle tensor);
+// The same with everything the code generator knows of the argument: its
+// role, and either the node whose value it holds or (`why`) the reason it
+// holds no single node's value. Empty strings stand for "not known".
+int32_t aoti_debug_printer_tensor_held(
+    int32_t action, int32_t phase, const char* kernel, const char* arg, const char* node,
+    const char* why, int32_t role, AtenTensorHandle tensor);
 // Scalar and SymInt arguments, each in its own type's format.
 void aoti_debug_printer_int64(
     int32_t action, int32_t phase, const char* kernel, const char* arg, int64_t value);
@@ -94,9 +112,15 @@ typedef struct aoti_debug_printer_api {
   void (*boolean)(int32_t, int32_t, const char*, const char*, int32_t);
   int32_t (*tensor_of_node)(int32_t, int32_t, const char*, const char*, const char*,
                             AtenTensorHandle);
+  // ABI 3.
+  int32_t (*tensor_held)(int32_t, int32_t, const char*, const char*, const char*, const char*,
+                         int32_t, AtenTensorHandle);
 } aoti_debug_printer_api;
 
-// Returns the table, or NULL when the caller wants an ABI we do not have.
+// Returns the table, or NULL when the caller wants an ABI we do not have
+// (older than AOTI_DEBUG_PRINTER_OLDEST_ABI_VERSION or newer than ours). A
+// caller built against ABI N uses only the members its header had, and any
+// member past `size` is absent.
 const aoti_debug_printer_api* aoti_debug_printer_get_api(uint32_t abi_version);
 
 // Upstream's signatures, kept as aliases of the functions above so that code
@@ -111,6 +135,7 @@ void aoti_torch_save_tensor_handle(
 } // extern "C"
 
 #include <dlfcn.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <stdexcept>
@@ -138,8 +163,11 @@ inline const aoti_debug_printer_api* load_api(const char* built_with) {
       if (!lib) continue;
       using GetApi = const aoti_debug_printer_api* (*)(uint32_t);
       auto get = reinterpret_cast<GetApi>(dlsym(lib, "aoti_debug_printer_get_api"));
-      if (const aoti_debug_printer_api* found = get ? get(AOTI_DEBUG_PRINTER_ABI_VERSION) : nullptr)
-        return found;
+      const aoti_debug_printer_api* found = get ? get(AOTI_DEBUG_PRINTER_ABI_VERSION) : nullptr;
+      // An older library is asked for the newest table it can give.
+      for (uint32_t v = AOTI_DEBUG_PRINTER_ABI_VERSION; get && !found && v-- > AOTI_DEBUG_PRINTER_OLDEST_ABI_VERSION;)
+        found = get(v);
+      if (found) return found;
     }
     fprintf(stderr,
             "[aoti-debug-printer] ERROR: cannot load the shim library (tried "
@@ -164,14 +192,21 @@ inline void launch(const aoti_debug_printer_api* api, int32_t phase, const char*
 
 // One call site for every argument the codegen emits: the C++ type of the
 // expression picks the record, so a float is never printed as an integer.
+// `node`, `why` and `role`: what the code generator knows of a tensor
+// argument (see aoti_debug_printer_tensor_held).
 template <typename T>
 inline void value(const aoti_debug_printer_api* api, int32_t action, int32_t phase,
-                  const char* kernel, const char* arg, const T& v, const char* node = nullptr) {
+                  const char* kernel, const char* arg, const T& v, const char* node = "",
+                  const char* why = "", int32_t role = AOTI_DEBUG_PRINTER_ROLE_UNKNOWN) {
   if (!api) return;
   if constexpr (std::is_convertible_v<const T&, AtenTensorHandle>) {
     const AtenTensorHandle h = static_cast<AtenTensorHandle>(v);
-    if ((node ? api->tensor_of_node(action, phase, kernel, arg, node, h)
-              : api->tensor(action, phase, kernel, arg, h)) != 0) {
+    // A library older than this header has no tensor_held: its table ends
+    // before it, and the record goes without role and reason.
+    const bool held = api->size >= offsetof(aoti_debug_printer_api, tensor_held) +
+                                       sizeof(api->tensor_held);
+    if ((held ? api->tensor_held(action, phase, kernel, arg, node, why, role, h)
+              : api->tensor_of_node(action, phase, kernel, arg, node, h)) != 0) {
       throw std::runtime_error(std::string("aoti-debug-printer: NaN/Inf trap at ") +
                                (*kernel ? kernel : "model input") + " " + arg +
                                "; its record is above");

@@ -63,9 +63,11 @@ py::dict stats_dict(const at::Tensor& t, const std::string& on) {
 // Python values in the JIT wrapper: tensors, SymInt-derived ints, floats,
 // bools. Anything else is recorded by its type name.
 void record(int32_t action, int32_t phase, const std::string& kernel, const std::string& arg,
-            py::handle value, const std::string& node) {
+            py::handle value, const std::string& node, const std::string& why, int32_t role) {
   Where w = where_now(phase, kernel, arg);
   w.node = node;
+  w.why = why;
+  w.role = role_name(role);
   std::string trapped;
   if (THPVariable_Check(value.ptr())) {
     const at::Tensor t = THPVariable_Unpack(value.ptr());
@@ -133,19 +135,30 @@ PYBIND11_MODULE(_C, m) {
   m.attr("BEFORE_LAUNCH") = static_cast<int>(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH);
   m.attr("AFTER_LAUNCH") = static_cast<int>(AOTI_DEBUG_PRINTER_AFTER_LAUNCH);
   m.attr("MODEL_INPUT") = static_cast<int>(AOTI_DEBUG_PRINTER_MODEL_INPUT);
+  m.attr("ROLE_UNKNOWN") = static_cast<int>(AOTI_DEBUG_PRINTER_ROLE_UNKNOWN);
+  m.attr("ROLE_READ") = static_cast<int>(AOTI_DEBUG_PRINTER_ROLE_READ);
+  m.attr("ROLE_WRITE") = static_cast<int>(AOTI_DEBUG_PRINTER_ROLE_WRITE);
+  m.attr("ROLE_READ_WRITE") = static_cast<int>(AOTI_DEBUG_PRINTER_ROLE_READ_WRITE);
 
   m.def("begin_run", &begin_run, "Start a new run on this thread.");
   m.def("launch", &launch_event, py::arg("phase"), py::arg("kernel"), py::arg("flags"),
         "Mark a kernel launch; raises RuntimeError when a CUDA error is found after a kernel.");
   m.def("record", &record, py::arg("action"), py::arg("phase"), py::arg("kernel"), py::arg("arg"),
-        py::arg("value"), py::arg("node") = "",
-        "Print or save one kernel argument (node: the exported program's node it holds).");
+        py::arg("value"), py::arg("node") = "", py::arg("why") = "",
+        py::arg("role") = static_cast<int>(AOTI_DEBUG_PRINTER_ROLE_UNKNOWN),
+        "Print or save one kernel argument (node: the exported program's node it holds; why: "
+        "the reason it holds none; role: AOTI_DEBUG_PRINTER_ROLE_*).");
   m.def("stats", &stats_dict, py::arg("tensor"), py::arg("on") = "auto",
         "The fused statistics of a tensor.");
   m.def("has_device_stats", [](const at::Tensor& t) { return device::computes_stats_on(t); },
         py::arg("tensor"));
   m.def("set_option", &set_option, py::arg("key"), py::arg("value"));
   m.def("get_option", &get_option, py::arg("key"));
+  m.def("options", [] {
+    py::list out;
+    for (const OptionInfo& o : options()) out.append(py::make_tuple(o.key, o.env, o.doc));
+    return out;
+  }, "The run-time options as (key, environment variable, meaning), in the table's order.");
   m.def("save_failures", &save_failures);
   m.def("safe_name_part", &safe_name_part, py::arg("name"));
   m.def("library_path", &library_path, "Absolute path of libaoti_debug_printer.so.");

@@ -126,6 +126,7 @@ std::string json_where(const Where& w) {
          ", \"arg\": " + json_string(w.arg) + ", \"run\": " + std::to_string(w.run) +
          ", \"launch\": " + std::to_string(w.launch) + ", \"call\": " + std::to_string(w.call) +
          ", \"rank\": " + std::to_string(w.rank) + ", \"node\": " + json_string(w.node) +
+         ", \"role\": " + json_string(w.role) + ", \"why\": " + json_string(w.why) +
          ", \"pid\": " + std::to_string(static_cast<int64_t>(getpid()));
 }
 

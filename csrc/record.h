@@ -23,6 +23,8 @@ struct Where {
   int64_t call = -1;   // how many times this kernel ran before, in this run
   int64_t rank = -1;   // the process's distributed rank; -1 outside one
   std::string node;    // the exported program's node the tensor holds, if known
+  std::string why;     // why it holds no single node's value, if the codegen knows
+  std::string role;    // read, write, read_write; empty when not known
 };
 
 struct TensorRecord {

@@ -71,74 +71,108 @@ std::vector<std::string> kernel_patterns(const std::string& spec) {
   return out;
 }
 
-void apply(Settings& s, const std::string& key, const std::string& value) {
-  if (key == "output") {
-    if (value.empty()) throw std::invalid_argument("output must not be empty");
-    s.output = value;
-  } else if (key == "format") {
-    if (value == "text") {
-      s.format = Format::Text;
-    } else if (value == "jsonl" || value == "json") {
-      s.format = Format::Jsonl;
-    } else {
-      throw std::invalid_argument("format must be 'text' or 'jsonl', got '" + value + "'");
-    }
-  } else if (key == "dump_dir") {
-    if (value.empty()) throw std::invalid_argument("dump_dir must not be empty");
-    s.dump_dir = value;
-  } else if (key == "max_values") {
-    s.max_values = whole_number(key, value, 0);
-  } else if (key == "sync") {
-    s.sync = value == "auto" ? Sync::Auto : flag(key, value) ? Sync::On : Sync::Off;
-  } else if (key == "replay") {
-    s.replay = flag(key, value);
-  } else if (key == "rank") {
-    s.rank = whole_number(key, value, -1);
-  } else if (key == "level") {
-    const int64_t level = value == "compiled" ? -1 : whole_number(key, value, -1);
-    if (level > 3) throw std::invalid_argument("level must be -1 (as compiled) or 0 to 3");
-    s.level = static_cast<int>(level);
-  } else if (key == "kernels") {
-    s.kernel_patterns = kernel_patterns(value);
-    s.kernels = value;
-  } else if (key == "trap") {
-    s.trap = flag(key, value);
-  } else if (key == "ranks") {
-    s.rank_ranges = rank_ranges(value);
-    s.ranks = value;
-  } else {
-    throw std::invalid_argument(
-        "unknown option '" + key +
-        "' (known: output, format, dump_dir, max_values, sync, replay, rank, ranks, level, "
-        "kernels, trap)");
+std::string on_off(bool b) { return b ? "on" : "off"; }
+
+// The one table of run-time options: key, environment variable, what it
+// means, how a value is read into Settings, and how it is shown back.
+// set_option, get_option, the environment at start-up, the error for an
+// unknown key, and Python's option list all come from here.
+const std::vector<OptionInfo>& table() {
+  using S = Settings;
+  using V = const std::string&;
+  static const std::vector<OptionInfo> options = {
+      {"output", "AOTI_DEBUG_PRINTER_OUTPUT", "", "stdout, stderr, or a file that records are appended to",
+       [](S& s, V v) {
+         if (v.empty()) throw std::invalid_argument("output must not be empty");
+         s.output = v;
+       },
+       [](const S& s) { return s.output; }},
+      {"format", "AOTI_DEBUG_PRINTER_FORMAT", "", "text or jsonl",
+       [](S& s, V v) {
+         if (v == "text") {
+           s.format = Format::Text;
+         } else if (v == "jsonl" || v == "json") {
+           s.format = Format::Jsonl;
+         } else {
+           throw std::invalid_argument("format must be 'text' or 'jsonl', got '" + v + "'");
+         }
+       },
+       [](const S& s) { return std::string(s.format == Format::Text ? "text" : "jsonl"); }},
+      {"dump_dir", "AOTI_DEBUG_PRINTER_DUMP_DIR", "", "where level 1 saves (created recursively)",
+       [](S& s, V v) {
+         if (v.empty()) throw std::invalid_argument("dump_dir must not be empty");
+         s.dump_dir = v;
+       },
+       [](const S& s) { return s.dump_dir; }},
+      {"max_values", "AOTI_DEBUG_PRINTER_MAX_VALUES", "",
+       "tensors with at most this many elements also print their values; 0: none",
+       [](S& s, V v) { s.max_values = whole_number("max_values", v, 0); },
+       [](const S& s) { return std::to_string(s.max_values); }},
+      {"sync", "AOTI_DEBUG_PRINTER_SYNC", "",
+       "auto, on or off: wait for the GPU after each kernel and check CUDA's error state",
+       [](S& s, V v) { s.sync = v == "auto" ? Sync::Auto : flag("sync", v) ? Sync::On : Sync::Off; },
+       [](const S& s) {
+         return std::string(s.sync == Sync::Auto ? "auto" : s.sync == Sync::On ? "on" : "off");
+       }},
+      {"replay", "AOTI_DEBUG_PRINTER_REPLAY", "",
+       "while syncing, keep host copies of a kernel's inputs; a failing kernel's are saved",
+       [](S& s, V v) { s.replay = flag("replay", v); },
+       [](const S& s) { return on_off(s.replay); }},
+      {"rank", "AOTI_DEBUG_PRINTER_RANK", "RANK", "this process's rank; -1 outside distributed runs",
+       [](S& s, V v) { s.rank = whole_number("rank", v, -1); },
+       [](const S& s) { return std::to_string(s.rank); }},
+      {"ranks", "AOTI_DEBUG_PRINTER_RANKS", "", "the ranks that record, e.g. 0 or 0,2-3; all by default",
+       [](S& s, V v) {
+         s.rank_ranges = rank_ranges(v);
+         s.ranks = v;
+       },
+       [](const S& s) { return s.ranks.empty() ? std::string("all") : s.ranks; }},
+      {"level", "AOTI_DEBUG_PRINTER_LEVEL", "",
+       "-1 (as compiled), 0 off, 1 save, 2 print, 3 kernel names; no recompiling",
+       [](S& s, V v) {
+         const int64_t level = v == "compiled" ? -1 : whole_number("level", v, -1);
+         if (level > 3) throw std::invalid_argument("level must be -1 (as compiled) or 0 to 3");
+         s.level = static_cast<int>(level);
+       },
+       [](const S& s) { return std::to_string(s.level); }},
+      {"kernels", "AOTI_DEBUG_PRINTER_KERNELS", "",
+       "kernel names or globs that record, narrowing the compile-time filter",
+       [](S& s, V v) {
+         s.kernel_patterns = kernel_patterns(v);
+         s.kernels = v;
+       },
+       [](const S& s) { return s.kernels; }},
+      {"trap", "AOTI_DEBUG_PRINTER_TRAP", "",
+       "stop at the first kernel whose outputs gain NaN or Inf (levels 1 and 2)",
+       [](S& s, V v) { s.trap = flag("trap", v); },
+       [](const S& s) { return on_off(s.trap); }},
+  };
+  return options;
+}
+
+const OptionInfo& find_option(const std::string& key) {
+  for (const OptionInfo& o : table()) {
+    if (key == o.key) return o;
   }
+  std::string known;
+  for (const OptionInfo& o : table()) known += (known.empty() ? "" : ", ") + std::string(o.key);
+  throw std::invalid_argument("unknown option '" + key + "' (known: " + known + ")");
 }
 
 Settings& settings() {
-  // Read from the environment once; set_option() overrides afterwards.
+  // Read from the environment once; set_option() overrides afterwards. An
+  // option's fallback variable (torchrun's RANK) is read before its own.
   static Settings s = [] {
     Settings init;
-    const std::pair<const char*, const char*> env[] = {
-        {"rank", "RANK"},
-        {"rank", "AOTI_DEBUG_PRINTER_RANK"},
-        {"ranks", "AOTI_DEBUG_PRINTER_RANKS"},
-        {"sync", "AOTI_DEBUG_PRINTER_SYNC"},
-        {"replay", "AOTI_DEBUG_PRINTER_REPLAY"},
-        {"level", "AOTI_DEBUG_PRINTER_LEVEL"},
-        {"kernels", "AOTI_DEBUG_PRINTER_KERNELS"},
-        {"trap", "AOTI_DEBUG_PRINTER_TRAP"},
-        {"output", "AOTI_DEBUG_PRINTER_OUTPUT"},
-        {"format", "AOTI_DEBUG_PRINTER_FORMAT"},
-        {"dump_dir", "AOTI_DEBUG_PRINTER_DUMP_DIR"},
-        {"max_values", "AOTI_DEBUG_PRINTER_MAX_VALUES"},
-    };
-    for (const auto& [key, var] : env) {
-      const char* v = std::getenv(var);
-      if (!v || !*v) continue;
-      try {
-        apply(init, key, v);
-      } catch (const std::exception& e) {
-        report_error(std::string(var) + ": " + e.what() + "; using the default");
+    for (const OptionInfo& o : table()) {
+      for (const char* var : {o.fallback_env, o.env}) {
+        const char* v = *var ? std::getenv(var) : nullptr;
+        if (!v || !*v) continue;
+        try {
+          o.apply(init, v);
+        } catch (const std::exception& e) {
+          report_error(std::string(var) + ": " + e.what() + "; using the default");
+        }
       }
     }
     return init;
@@ -177,8 +211,9 @@ Settings current_settings() {
 
 void set_option(const std::string& key, const std::string& value) {
   std::lock_guard<std::mutex> lock(settings_mutex());
+  const OptionInfo& option = find_option(key);
   Settings updated = settings();
-  apply(updated, key, value);
+  option.apply(updated, value);
   settings() = updated;
   settings_version.fetch_add(1, std::memory_order_release);
 }
@@ -207,19 +242,11 @@ bool Settings::kernel_selected(const std::string& kernel) const {
 }
 
 std::string get_option(const std::string& key) {
-  const Settings s = current_settings();
-  if (key == "output") return s.output;
-  if (key == "format") return s.format == Format::Text ? "text" : "jsonl";
-  if (key == "dump_dir") return s.dump_dir;
-  if (key == "max_values") return std::to_string(s.max_values);
-  if (key == "sync") return s.sync == Sync::Auto ? "auto" : s.sync == Sync::On ? "on" : "off";
-  if (key == "replay") return s.replay ? "on" : "off";
-  if (key == "rank") return std::to_string(s.rank);
-  if (key == "ranks") return s.ranks.empty() ? "all" : s.ranks;
-  if (key == "level") return std::to_string(s.level);
-  if (key == "kernels") return s.kernels;
-  if (key == "trap") return s.trap ? "on" : "off";
-  throw std::invalid_argument("unknown option '" + key + "'");
+  return find_option(key).show(current_settings());
+}
+
+const std::vector<OptionInfo>& options() {
+  return table();
 }
 
 void emit(const Settings& settings, const std::string& text) {

@@ -70,6 +70,18 @@ Settings current_settings();
 // calls set_option.
 const Settings& settings_now();
 
+// One run-time option. The table of them (settings.cpp) is the only place
+// an option is defined.
+struct OptionInfo {
+  const char* key;
+  const char* env;           // its environment variable
+  const char* fallback_env;  // read first when set, "" for none (torchrun's RANK)
+  const char* doc;
+  void (*apply)(Settings&, const std::string&);  // throws std::invalid_argument
+  std::string (*show)(const Settings&);
+};
+const std::vector<OptionInfo>& options();
+
 // Throws std::invalid_argument on an unknown key or a bad value.
 void set_option(const std::string& key, const std::string& value);
 std::string get_option(const std::string& key);

@@ -86,6 +86,15 @@ std::string phase_name(int32_t phase) {
   }
 }
 
+std::string role_name(int32_t role) {
+  switch (role) {
+    case AOTI_DEBUG_PRINTER_ROLE_READ: return "read";
+    case AOTI_DEBUG_PRINTER_ROLE_WRITE: return "write";
+    case AOTI_DEBUG_PRINTER_ROLE_READ_WRITE: return "read_write";
+    default: return "";
+  }
+}
+
 void begin_run() {
   state.run = next_run.fetch_add(1);
   state.launch = -1;
@@ -313,17 +322,26 @@ int32_t aoti_debug_printer_launch(int32_t phase, const char* kernel, int32_t fla
   return failed;
 }
 
-int32_t aoti_debug_printer_tensor_of_node(int32_t action, int32_t phase, const char* kernel,
-                                          const char* arg, const char* node,
-                                          AtenTensorHandle tensor) {
+int32_t aoti_debug_printer_tensor_held(int32_t action, int32_t phase, const char* kernel,
+                                      const char* arg, const char* node, const char* why,
+                                      int32_t role, AtenTensorHandle tensor) {
   if (runtime_level() == 0) return 0;  // switched off: build nothing
   int32_t trapped = 0;
   guarded(__func__, [&] {
     Where w = where_now(phase, or_empty(kernel), or_empty(arg));
     w.node = or_empty(node);
+    w.why = or_empty(why);
+    w.role = role_name(role);
     trapped = record_tensor(action, w, tensor_of(tensor)).empty() ? 0 : 1;
   });
   return trapped;
+}
+
+int32_t aoti_debug_printer_tensor_of_node(int32_t action, int32_t phase, const char* kernel,
+                                          const char* arg, const char* node,
+                                          AtenTensorHandle tensor) {
+  return aoti_debug_printer_tensor_held(action, phase, kernel, arg, node, nullptr,
+                                        AOTI_DEBUG_PRINTER_ROLE_UNKNOWN, tensor);
 }
 
 int32_t aoti_debug_printer_tensor(int32_t action, int32_t phase, const char* kernel,
@@ -378,8 +396,12 @@ const aoti_debug_printer_api* aoti_debug_printer_get_api(uint32_t abi_version) {
       &aoti_debug_printer_float64,
       &aoti_debug_printer_bool,
       &aoti_debug_printer_tensor_of_node,
+      &aoti_debug_printer_tensor_held,
   };
-  return abi_version == AOTI_DEBUG_PRINTER_ABI_VERSION ? &api : nullptr;
+  // One table serves every version we support: it only grew at the end.
+  const bool supported = abi_version >= AOTI_DEBUG_PRINTER_OLDEST_ABI_VERSION &&
+                         abi_version <= AOTI_DEBUG_PRINTER_ABI_VERSION;
+  return supported ? &api : nullptr;
 }
 
 void aoti_torch_print_tensor_handle(AtenTensorHandle self, const char* msg) {

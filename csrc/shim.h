@@ -20,6 +20,8 @@ std::string launch(int32_t phase, const std::string& kernel, int32_t flags);
 // The Where of a record taken now on this thread.
 Where where_now(int32_t phase, const std::string& kernel, const std::string& arg);
 std::string phase_name(int32_t phase);
+// "read", "write", "read_write"; "" for AOTI_DEBUG_PRINTER_ROLE_UNKNOWN.
+std::string role_name(int32_t role);
 
 // `t == nullptr` stands for a null handle. `action` is AOTI_DEBUG_PRINTER_SAVE,
 // _PRINT or _WATCH. Save failures are reported, never thrown.

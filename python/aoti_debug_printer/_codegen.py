@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ._filter import KernelFilter
+from ._provenance import Held, Provenance
 
 log = logging.getLogger(__name__)
 
@@ -89,28 +90,31 @@ def _is_buffer_or_input(name: str) -> bool:
     )
 
 
-def _provenance(name: str) -> str | None:
-    """The exported program's node whose value buffer `name` holds: Inductor
-    knows the FX node a buffer materializes (its origin node), and FX keeps
-    the chain of nodes that one was copied from (meta["from_node"]); the
-    chain's root is the node in the graph the user exported. None for
-    inputs, constants and buffers with no single origin node."""
-    from torch._inductor.virtualized import V
+def _label(arg: str) -> str:
+    """The recorded name: the C++ wrapper's copy_arrayref_tensor_to_tensor(x) is x."""
+    return re.sub(r"^copy_arrayref_tensor_to_tensor\((.*)\)$", r"\1", arg)
 
-    try:
-        buffer = V.graph.get_buffer(name)
-        node = buffer.get_origin_node() if buffer is not None else None
-    except Exception:  # internals move between torch releases: no provenance then
-        return None
-    if node is None:
-        return None
-    name = node.name
-    sources = node.meta.get("from_node") or []
-    while sources:
-        source = sources[0]
-        name = getattr(source, "name", name)
-        sources = getattr(source, "from_node", None) or []
-    return name
+
+_PLACEHOLDER = "/* aoti-debug-printer record */"
+
+
+def _deferred_line(render, prefix: str = ""):
+    """A wrapper line whose text is made when the wrapper is rendered."""
+    from torch._inductor.utils import DeferredLineBase
+
+    class RecordLine(DeferredLineBase):
+        def __init__(self) -> None:
+            super().__init__(_PLACEHOLDER)
+
+        def __call__(self) -> str:
+            return prefix + render()
+
+        def _new_line(self, line: str):
+            # with_prefix(p) asks for p + this line: keep p, render later.
+            extra = line[: len(line) - len(_PLACEHOLDER)] if line.endswith(_PLACEHOLDER) else ""
+            return _deferred_line(render, extra + prefix)
+
+    return RecordLine()
 
 
 class DebugPrinterManager:
@@ -138,6 +142,10 @@ class DebugPrinterManager:
         self._skip_kernel = False
         self._preamble_written = False
         self._run_started = False
+        self._provenance = Provenance()
+        # What each argument of the kernel being written holds, before and
+        # after its launch (set on entering, see _provenance).
+        self._held: tuple[dict[str, Held], dict[str, Held]] = ({}, {})
 
     # -- the protocol Inductor's wrappers use --------------------------------
 
@@ -179,6 +187,11 @@ class DebugPrinterManager:
         return list(dict.fromkeys(names))
 
     def __enter__(self):
+        if self.debug_printer_level in (IntermediateValueDebuggingLevel.SAVE_ONLY,
+                                        IntermediateValueDebuggingLevel.PRINT_ONLY) \
+                and not self._skip_kernel:
+            labels = [_label(n) for n in self._names()]
+            self._held = self._provenance.kernel_call(self.kernel_name, labels, self.kernel_type)
         self._perform_debug_print_or_save_helper(
             self._names(), self.kernel_name, before_launch=True, arg_signatures=self.arg_signatures)
 
@@ -239,8 +252,9 @@ class DebugPrinterManager:
 
     def _codegen_records(self, action: int, args, kernel_name: str, before_launch: bool) -> None:
         phase = BEFORE_LAUNCH if before_launch else AFTER_LAUNCH
+        held = self._held[0 if before_launch else 1]
         for arg in args:
-            self._writeline(self._record(action, phase, kernel_name, arg))
+            self._writeline(self._record(action, phase, kernel_name, arg, held.get(_label(arg))))
 
     # -- emitted code ----------------------------------------------------------
 
@@ -256,16 +270,23 @@ class DebugPrinterManager:
             IntermediateValueDebuggingLevel.PRINT_ONLY: PRINT,
         }.get(self.debug_printer_level)
 
-    def _record(self, action: int, phase: int, kernel: str, arg: str) -> str:
-        # The recorded name drops copy_arrayref_tensor_to_tensor(...).
-        label = re.sub(r"^copy_arrayref_tensor_to_tensor\((.*)\)$", r"\1", arg)
-        node = _provenance(label) if action != WATCH else None
-        if self._cpp():
-            extra = f", {_c_string(node)}" if node else ""
-            return (f"aoti_debug_printer::value(AOTI_DEBUG_PRINTER_API, {action}, {phase}, "
-                    f"{_c_string(kernel)}, {_c_string(label)}, {arg}{extra});")
-        extra = f", {node!r}" if node else ""
-        return f"{_PY_MODULE}.record({action}, {phase}, {kernel!r}, {label!r}, {arg}{extra})"
+    def _record(self, action: int, phase: int, kernel: str, arg: str, held: Held | None = None):
+        """One record's line; with `held`, a line rendered only once the
+        whole graph is generated, when what the argument holds is known."""
+        label = _label(arg)
+        cpp = self._cpp()
+
+        def render() -> str:
+            role, node, why = held() if held is not None and action != WATCH else (0, "", "")
+            if cpp:
+                extra = (f", {_c_string(node)}, {_c_string(why)}, {role}"
+                         if node or why or role else "")
+                return (f"aoti_debug_printer::value(AOTI_DEBUG_PRINTER_API, {action}, {phase}, "
+                        f"{_c_string(kernel)}, {_c_string(label)}, {arg}{extra});")
+            extra = f", {node!r}, {why!r}, {role}" if node or why or role else ""
+            return f"{_PY_MODULE}.record({action}, {phase}, {kernel!r}, {label!r}, {arg}{extra})"
+
+        return render() if held is None else _deferred_line(render)
 
     def _api_call(self, function: str, *args: str | int | bool) -> str:
         """One call of the shim's API in the wrapper's language (strings are

@@ -18,8 +18,16 @@ from types import ModuleType
 log = logging.getLogger(__name__)
 
 # Modules that hold the name, and the name.
-_TARGETS = ("torch._inductor.codegen.debug_utils", "torch._inductor.codegen.wrapper")
+_PRINTER_MODULES = ("torch._inductor.codegen.debug_utils", "torch._inductor.codegen.wrapper")
 _NAME = "DebugPrinterManager"
+# Modules whose scheduling classes write the comment before a generated
+# kernel's call: where the printer learns which nodes the kernel computes.
+_SCHEDULING_MODULES = {
+    "torch._inductor.scheduler": "BaseScheduling",
+    "torch._inductor.codegen.triton": "TritonScheduling",
+    "torch._inductor.codegen.cpp": "CppScheduling",
+}
+_TARGETS = _PRINTER_MODULES + tuple(_SCHEDULING_MODULES)
 
 _lock = threading.RLock()
 _originals: dict[str, object] = {}
@@ -42,6 +50,9 @@ def _printing_requested() -> bool:
 
 
 def _patch(module: ModuleType) -> None:
+    if module.__name__ in _SCHEDULING_MODULES:
+        _note_kernel_nodes_in(module, _SCHEDULING_MODULES[module.__name__])
+        return
     from ._codegen import DebugPrinterManager
 
     current = getattr(module, _NAME, None)
@@ -56,8 +67,56 @@ def _patch(module: ModuleType) -> None:
         # from an already patched debug_utils.
         _originals.setdefault(_NAME, current)
         setattr(module, _NAME, DebugPrinterManager)
-    if module.__name__ == _TARGETS[1]:
+    if module.__name__ == _PRINTER_MODULES[1]:
         _wrap_python_cpu_kernel_calls(module)
+        _note_lines_in(module)
+
+
+_WRITELINE = "writeline"
+
+
+def _note_lines_in(module: ModuleType) -> None:
+    """Kernel call lines are rendered after scheduling, when the scheduler
+    no longer says which nodes they belong to: note that as each line is
+    written (see _provenance.note_line)."""
+    cls = getattr(module, "PythonWrapperCodegen", None)
+    original = cls.__dict__.get(_WRITELINE) if cls is not None else None
+    if original is None or getattr(original, "_aoti_debug_printer", False):
+        return
+
+    def writeline(self, line):
+        from ._provenance import note_line
+
+        note_line(line)
+        return original(self, line)
+
+    writeline._aoti_debug_printer = True  # type: ignore[attr-defined]
+    _originals[f"{module.__name__}.PythonWrapperCodegen.{_WRITELINE}"] = original
+    setattr(cls, _WRITELINE, writeline)
+
+
+_COMMENT = "codegen_comment"
+
+
+def _note_kernel_nodes_in(module: ModuleType, class_name: str) -> None:
+    """Every backend writes codegen_comment(node_schedule, kernel_name) just
+    before it writes the kernel's call: wrap it, where the class defines
+    it, to tell the printer which scheduler nodes that kernel computes.
+    Without it the printer claims no provenance for those kernels."""
+    cls = getattr(module, class_name, None)
+    original = cls.__dict__.get(_COMMENT) if cls is not None else None
+    if original is None or getattr(original, "_aoti_debug_printer", False):
+        return
+
+    def codegen_comment(self, node_schedule, kernel_name=None, *args, **kwargs):
+        from ._provenance import note_kernel_nodes
+
+        note_kernel_nodes(kernel_name, node_schedule)
+        return original(self, node_schedule, kernel_name, *args, **kwargs)
+
+    codegen_comment._aoti_debug_printer = True  # type: ignore[attr-defined]
+    _originals[f"{module.__name__}.{class_name}.{_COMMENT}"] = original
+    setattr(cls, _COMMENT, codegen_comment)
 
 
 _CPU_CALLS = "_generate_kernel_call_helper"
@@ -173,7 +232,7 @@ def uninstall() -> None:
             sys.meta_path.remove(_finder)
         for name, original in _originals.items():
             if name == _NAME:
-                for target in _TARGETS:
+                for target in _PRINTER_MODULES:
                     if target in sys.modules:
                         setattr(sys.modules[target], _NAME, original)
             else:

@@ -410,6 +410,33 @@ TEST_CASE("the ABI table and the header's loader find this library",
   CHECK(out.find("k b = false (bool)") != std::string::npos);
 }
 
+TEST_CASE("packages built against ABI 2 still load, and a table without tensor_held is honoured",
+          "[aoti_debug_printer_get_api]") {
+  CHECK(aoti_debug_printer_get_api(AOTI_DEBUG_PRINTER_OLDEST_ABI_VERSION - 1) == nullptr);
+  const aoti_debug_printer_api* v2 = aoti_debug_printer_get_api(2);
+  REQUIRE(v2 != nullptr);
+  Scratch s;
+  REQUIRE(aoti_debug_printer_set_option("format", "jsonl") == 0);
+  at::Tensor t = at::ones({1});
+  // A version-2 caller: tensor_of_node, the last member its header had.
+  v2->tensor_of_node(AOTI_DEBUG_PRINTER_PRINT, 1, "k", "old", "n_old", handle(t));
+  // A library whose table ends before tensor_held: the header's helper
+  // must not read past `size`, and falls back to tensor_of_node.
+  aoti_debug_printer_api old_table = *v2;
+  old_table.size = offsetof(aoti_debug_printer_api, tensor_held);
+  old_table.tensor_held = nullptr;
+  aoti_debug_printer::value(&old_table, AOTI_DEBUG_PRINTER_PRINT, 1, "k", "fallback", handle(t),
+                            "n_fallback", "ignored", AOTI_DEBUG_PRINTER_ROLE_WRITE);
+  aoti_debug_printer::value(v2, AOTI_DEBUG_PRINTER_PRINT, 1, "k", "new", handle(t), "",
+                            "fused away", AOTI_DEBUG_PRINTER_ROLE_READ);
+  REQUIRE(aoti_debug_printer_set_option("format", "text") == 0);
+  const std::string out = s.output();
+  CHECK(out.find("\"arg\": \"old\"") != std::string::npos);
+  CHECK(out.find("\"node\": \"n_old\", \"role\": \"\", \"why\": \"\"") != std::string::npos);
+  CHECK(out.find("\"node\": \"n_fallback\", \"role\": \"\", \"why\": \"\"") != std::string::npos);
+  CHECK(out.find("\"node\": \"\", \"role\": \"read\", \"why\": \"fused away\"") != std::string::npos);
+}
+
 TEST_CASE("run-time level, kernel filter and ranks", "[aoti_debug_printer_set_option]") {
   Scratch s;
   at::Tensor t = at::ones({2});

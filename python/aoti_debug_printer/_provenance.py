@@ -1,0 +1,287 @@
+"""What each tensor argument of a kernel holds: its role, and the node of
+the exported program whose value it holds, or why it holds none.
+
+`diverge` and `compare` match snapshots by that node, so a wrong tag names
+a wrong kernel. A tag is therefore given only where it is exact:
+
+- Only a kernel that stores a buffer gives it a value. The kernels of a
+  scheduled node (C++, Triton, templates) store the buffers those nodes
+  define, unless Inductor removed the store (a value used only inside the
+  kernel); extern kernels and custom ops store their outputs and change the
+  arguments they declare mutated. Stores are removed while the kernel is
+  generated, after its call line is written, so the decision is deferred to
+  the moment the wrapper is rendered (a DeferredLineBase).
+- A buffer holds Inductor's FX node it was lowered from (origin_node). That
+  node holds an exported node's value only if it is where that node's
+  decomposition ends: the one node of it that other nodes (or the output)
+  use, possibly through reshapes. Anything else is an intermediate.
+- Arguments a kernel only reads hold what their writer stored.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from dataclasses import dataclass
+from typing import Callable
+
+# Values of the role enum in aoti_debug_printer.h.
+ROLE_UNKNOWN, ROLE_READ, ROLE_WRITE, ROLE_READ_WRITE = 0, 1, 2, 3
+
+# Ops whose output holds the same elements, in the same row-major order, as
+# their input: a value that reaches the end of a decomposition only through
+# them is that node's value, reshaped.
+_RESHAPES = frozenset({
+    "aten.view.default", "aten.reshape.default", "aten._unsafe_view.default",
+    "aten.squeeze.dim", "aten.squeeze.dims", "aten.squeeze.default", "aten.unsqueeze.default",
+})
+
+_pending = threading.local()
+# The attribute a kernel's call line carries: what that kernel writes.
+_WRITES = "_aoti_debug_printer_writes"
+
+
+@dataclass(frozen=True)
+class Writes:
+    """The buffers a kernel defines (stores a new value in) and the ones it
+    changes in place."""
+
+    defined: frozenset[str]
+    mutated: frozenset[str]
+
+
+def note_kernel_nodes(kernel_name: str | None, node_schedule) -> None:
+    """Called just before a generated kernel's call line is written: the
+    scheduler nodes it computes (see _install, codegen_comment)."""
+    nodes = [n for n in node_schedule if hasattr(n, "get_buffer_names")]
+    _pending.kernel = (kernel_name, nodes)
+
+
+def note_line(line) -> None:
+    """Called as the wrapper takes a line, while the scheduler still stands
+    on the node it belongs to. Kernel call lines are rendered later, when
+    the wrapper is generated and that is no longer known: they carry what
+    their kernel writes."""
+    kernel_name = getattr(line, "kernel_name", None)
+    if kernel_name is None or not hasattr(line, "call_args"):
+        return
+    from torch._inductor.virtualized import V
+
+    pending = getattr(_pending, "kernel", None)
+    nodes = None
+    if pending is not None and pending[0] == kernel_name:
+        nodes = pending[1]
+        _pending.kernel = None
+    else:
+        # User-defined Triton kernels are written from their extern node.
+        current = getattr(getattr(V.graph, "scheduler", None), "current_node", None)
+        if current is not None and current.is_extern():
+            nodes = [current]
+    if nodes is not None:
+        object.__setattr__(line, _WRITES, _writes_of_nodes(nodes))
+
+
+def _writes_of_nodes(nodes) -> Writes:
+    from torch._inductor.virtualized import V
+
+    real = getattr(getattr(V.graph, "scheduler", None), "mutation_real_name", {}) or {}
+    defined: set[str] = set()
+    mutated: set[str] = set()
+    for node in nodes:
+        for b in node.get_buffer_names():
+            if real.get(b, b) != b:
+                mutated.add(real[b])  # a buffer that stands for a change to another
+            else:
+                defined.add(b)
+        ir_node = getattr(node, "node", None)
+        for m in (ir_node.get_mutation_names() if ir_node is not None else ()):
+            mutated.add(real.get(m, m))
+    return Writes(frozenset(defined), frozenset(mutated))
+
+
+def _writes_of_line_being_rendered() -> Writes | None:
+    """What the kernel whose call the wrapper is rendering now writes: its
+    line is the `self` of a codegen frame a few levels up. Extern kernels'
+    lines hold their IR node; generated kernels' lines carry note_line's
+    attribute. None when no such line is found."""
+    from torch._inductor import ir
+
+    frame = sys._getframe(1)
+    for _ in range(24):
+        if frame is None:
+            return None
+        line = frame.f_locals.get("self")
+        if line is not None and type(line).__name__.endswith("Line"):
+            writes = getattr(line, _WRITES, None)
+            if writes is not None:
+                return writes
+            node = getattr(line, "node", None)
+            if isinstance(node, ir.ExternKernel):
+                mutated = {n for n in node.get_mutation_names()}
+                return Writes(frozenset({node.get_name()}) - mutated, frozenset(mutated))
+            return None
+        frame = frame.f_back
+    return None
+
+
+# What an argument holds at one record, decided when the wrapper is
+# rendered: () -> (role, node, why), node "" when it holds none.
+Held = Callable[[], "tuple[int, str, str]"]
+
+
+def _fixed(role: int, node: str, why: str) -> Held:
+    return lambda: (role, node, why)
+
+
+def _read(held: Held | None, why: str) -> Held:
+    """Reading a buffer: what its writer left in it."""
+    if held is None:
+        return _fixed(ROLE_READ, "", why)
+
+    def resolve() -> tuple[int, str, str]:
+        _, node, reason = held()
+        return ROLE_READ, node, reason
+
+    return resolve
+
+
+def _root_names(fx_node) -> set[str]:
+    """The exported program's nodes an Inductor FX node was made from: the
+    roots of its meta["from_node"] chains. Empty when it has no chain (a
+    node Inductor made up)."""
+    roots: set[str] = set()
+    stack = list(fx_node.meta.get("from_node") or [])
+    while stack:
+        source = stack.pop()
+        parents = list(getattr(source, "from_node", None) or [])
+        if parents:
+            stack.extend(parents)
+        elif getattr(source, "name", None):
+            roots.add(source.name)
+    return roots
+
+
+class _GraphFacts:
+    """Per lowered graph: which Inductor node ends each exported node's
+    decomposition."""
+
+    def __init__(self, graph) -> None:
+        self.graph = graph
+        self._root: dict = {}
+        # exported node -> Inductor nodes of it that something outside uses
+        self.exits: dict[str, list] = {}
+        fx_graph = getattr(graph, "graph", None)
+        for n in getattr(fx_graph, "nodes", ()):
+            if n.op != "call_function":
+                continue
+            root = self.root(n)
+            if root is None:
+                continue
+            if any(u.op == "output" or self.root(u) != root for u in n.users):
+                self.exits.setdefault(root, []).append(n)
+
+    def root(self, fx_node) -> str | None:
+        if fx_node not in self._root:
+            roots = _root_names(fx_node) if fx_node.op == "call_function" else set()
+            self._root[fx_node] = next(iter(roots)) if len(roots) == 1 else None
+        return self._root[fx_node]
+
+    def _reaches_exit_by_reshapes(self, fx_node, root: str, exit_node) -> bool:
+        node = fx_node
+        while node is not exit_node:
+            inside = [u for u in node.users if u.op == "call_function" and self.root(u) == root]
+            if len(inside) != 1 or str(inside[0].target) not in _RESHAPES:
+                return False
+            node = inside[0]
+        return True
+
+    def value_of(self, buffer_name: str) -> tuple[str, str]:
+        """(node, "") when the buffer, once stored, holds an exported node's
+        value; ("", why) otherwise."""
+        try:
+            buffer = self.graph.get_buffer(buffer_name)
+            fx_node = buffer.get_origin_node() if buffer is not None else None
+        except Exception:  # noqa: BLE001 - internals move between torch releases
+            fx_node = None
+        if fx_node is None:
+            return "", "no single graph node (a buffer Inductor made, or a view)"
+        roots = _root_names(fx_node)
+        if len(roots) != 1:
+            return "", ("made from several nodes: " + ", ".join(sorted(roots)) if roots
+                        else f"graph node {fx_node.name} has no exported node")
+        root = next(iter(roots))
+        exits = self.exits.get(root, [])
+        if len(exits) != 1:
+            return "", f"node {root} ends in {len(exits)} values; which one it is, is not known"
+        if fx_node is not exits[0] and not self._reaches_exit_by_reshapes(fx_node, root, exits[0]):
+            return "", f"an intermediate value of node {root} ({fx_node.name})"
+        return root, ""
+
+
+class Provenance:
+    """One per generated wrapper: what every buffer holds, in launch order."""
+
+    def __init__(self) -> None:
+        self._facts: _GraphFacts | None = None
+        # buffer -> what it holds once its writer has run
+        self._held: dict[str, Held] = {}
+
+    def _graph_facts(self):
+        from torch._inductor.virtualized import V
+
+        if self._facts is None or self._facts.graph is not V.graph:
+            self._facts = _GraphFacts(V.graph)
+            self._held = {}
+        return self._facts
+
+    def kernel_call(self, kernel_name: str, names: list[str], kernel_type) -> tuple[dict, dict]:
+        """(before, after): what each argument name holds before and after
+        the kernel, as Held."""
+        facts = self._graph_facts()
+        graph = facts.graph
+        writes = _writes_of_line_being_rendered()
+        if writes is None:
+            # Written at once (not through a call line): the scheduler still
+            # stands on the kernel's nodes.
+            nodes = _take_kernel_nodes(kernel_name)
+            current = getattr(getattr(graph, "scheduler", None), "current_node", None)
+            if (nodes is None and current is not None and current.is_extern()
+                    and set(current.get_buffer_names()) & set(names)):
+                nodes = [current]
+            writes = _writes_of_nodes(nodes) if nodes is not None else None
+        before: dict[str, Held] = {}
+        after: dict[str, Held] = {}
+        if writes is None:
+            unknown = _fixed(ROLE_UNKNOWN, "", f"what {kernel_name} writes is not known to the printer")
+            for name in names:
+                before[name] = _read(self._held.get(name), "")
+                after[name] = unknown
+                if name in self._held:
+                    self._held[name] = unknown
+            return before, after
+        defined, mutated = writes.defined, writes.mutated
+
+        inputs = set(getattr(graph, "graph_inputs", {})) | set(getattr(graph, "constants", {}))
+        for name in names:
+            if name in mutated:
+                before[name] = _read(self._held.get(name), "")
+                after[name] = _fixed(ROLE_READ_WRITE, "", f"changed in place by {kernel_name}")
+                self._held[name] = after[name]
+            elif name in defined and name not in self._held:
+                before[name] = _fixed(ROLE_WRITE, "", "output, not yet written")
+                after[name] = self._held[name] = self._stored(graph, facts, name, kernel_name)
+            else:
+                why = "model input" if name in inputs else "not written by a kernel the printer saw"
+                before[name] = after[name] = _read(self._held.get(name), why)
+        return before, after
+
+    @staticmethod
+    def _stored(graph, facts: _GraphFacts, name: str, kernel_name: str) -> Held:
+        def resolve() -> tuple[int, str, str]:
+            # Known only once the whole graph is generated.
+            if name in graph.removed_buffers or name in graph.inplaced_to_remove:
+                return (ROLE_READ, "", f"{kernel_name} never stores it "
+                        "(its value stays inside the kernel; the buffer keeps what it held)")
+            return (ROLE_WRITE, *facts.value_of(name))
+
+        return resolve
