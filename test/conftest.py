@@ -74,25 +74,21 @@ def records(tmp_path):
     """Sends the shim's output to a JSON-lines file; calling the fixture's
     value reads the records written so far."""
     out = tmp_path / "records.jsonl"
-    aoti_debug_printer.set_option("output", out)
-    aoti_debug_printer.set_option("format", "jsonl")
 
     def read() -> list[dict]:
         if not out.exists():
             return []
         return [json.loads(line) for line in out.read_text().splitlines()]
 
-    yield read
-    aoti_debug_printer.set_option("output", "stdout")
-    aoti_debug_printer.set_option("format", "text")
+    with aoti_debug_printer.options(output=out, format="jsonl"):
+        yield read
 
 
 @pytest.fixture
 def dump_dir(tmp_path):
     d = tmp_path / "dump"
-    aoti_debug_printer.set_option("dump_dir", d)
-    yield d
-    aoti_debug_printer.set_option("dump_dir", "./tmp/aoti_torch/")
+    with aoti_debug_printer.options(dump_dir=d):
+        yield d
 
 
 @pytest.fixture(scope="session")

@@ -198,11 +198,8 @@ def test_level3_prints_kernel_names_in_order(package, capfd):
 def test_unwritable_dump_dir_reports_once_and_model_runs(package, tmp_path, capfd):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    aoti_debug_printer.set_option("dump_dir", blocker / "dump")
-    try:
+    with aoti_debug_printer.options(dump_dir=blocker / "dump"):
         out = run(package("mlp", 1), "mlp", repeat=2)
-    finally:
-        aoti_debug_printer.set_option("dump_dir", "./tmp/aoti_torch/")
     err = capfd.readouterr().err
     assert err.count("[aoti-debug-printer] ERROR") == 1
     assert "Not a directory" in err

@@ -153,11 +153,14 @@ def test_options_validate():
         aoti_debug_printer.set_option("colour", "red")
     with pytest.raises(ValueError, match="max_values"):
         aoti_debug_printer.set_option("max_values", "many")
-    aoti_debug_printer.set_option("max_values", 3)
-    try:
+    before = aoti_debug_printer.get_option("max_values")
+    with pytest.raises(ZeroDivisionError), aoti_debug_printer.options(max_values=3, trap=1):
         assert aoti_debug_printer.get_option("max_values") == "3"
-    finally:
-        aoti_debug_printer.set_option("max_values", 64)
+        1 / 0  # options() restores on an error too
+    assert aoti_debug_printer.get_option("max_values") == before
+    assert aoti_debug_printer.get_option("trap") == "off"
+    keys = [key for key, _, _ in aoti_debug_printer.option_table()]
+    assert {"output", "format", "dump_dir", "level", "kernels", "trap", "ranks"} <= set(keys)
 
 
 def test_threads_write_whole_records(records):

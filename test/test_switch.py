@@ -19,17 +19,9 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 def switch():
-    """set_option for the test's duration; every switch is reset after."""
-    keys = set()
-
-    def set_(key, value):
-        keys.add(key)
-        aoti_debug_printer.set_option(key, value)
-
-    yield set_
-    defaults = {"level": -1, "kernels": "", "trap": 0}
-    for key in keys:
-        aoti_debug_printer.set_option(key, defaults[key])
+    """set_option for the test's duration; every option is put back after."""
+    with aoti_debug_printer.options():
+        yield aoti_debug_printer.set_option
 
 
 def tensors(recs):
@@ -49,9 +41,8 @@ def test_level_filter_and_dump_dir_switch_at_run_time(package, records, switch, 
 
     switch("level", 1)
     for name in ("a", "b"):
-        aoti_debug_printer.set_option("dump_dir", tmp_path / name)
-        compiled(x)
-    aoti_debug_printer.set_option("dump_dir", "./tmp/aoti_torch/")
+        with aoti_debug_printer.options(dump_dir=tmp_path / name):
+            compiled(x)
     assert records() == []
     for name in ("a", "b"):
         manifest = (tmp_path / name / "manifest.jsonl").read_text().splitlines()

@@ -30,11 +30,8 @@ def level1_dump(package, tmp_path):
     """dump(model, name) -> a level-1 dump directory of one run."""
     def dump(model_name: str, name: str) -> Path:
         d = tmp_path / name
-        aoti_debug_printer.set_option("dump_dir", d)
-        try:
+        with aoti_debug_printer.options(dump_dir=d):
             run(package(model_name, 1), model_name)
-        finally:
-            aoti_debug_printer.set_option("dump_dir", "./tmp/aoti_torch/")
         return d
 
     return dump
@@ -70,25 +67,22 @@ def test_compare_finds_the_first_kernel_that_diverges(level1_dump, tmp_path):
 
 def test_compare_reports_records_on_one_side_only(level1_dump, tmp_path):
     a, b = level1_dump("mlp", "a"), level1_dump("addmm", "b")
-    out = cli("compare", a, b)
+    # Across compiles, one-sided values are expected: they fail only with --strict.
+    assert cli("compare", a, b).returncode == 0
+    out = cli("compare", a, b, "--strict")
     assert out.returncode == 1
-    assert re.search(r"^only in A: cpp_fused_\w+ ", out.stdout, re.M)
-    assert re.search(r"^only in B: aoti_torch_cpu_addmm_out ", out.stdout, re.M)
+    assert re.search(r"^only in A: (node \w+ = )?cpp_fused_\w+ ", out.stdout, re.M)
+    assert re.search(r"^only in B: (node \w+ = )?aoti_torch_cpu_addmm_out ", out.stdout, re.M)
 
 
 def test_compare_records_by_statistics(package, tmp_path):
     files = []
     for name, scale in (("a", 1.0), ("b", 1.5)):
         out = tmp_path / f"{name}.jsonl"
-        aoti_debug_printer.set_option("output", out)
-        aoti_debug_printer.set_option("format", "jsonl")
-        try:
+        with aoti_debug_printer.options(output=out, format="jsonl"):
             compiled = torch._inductor.aoti_load_package(str(package("mlp", 2)))
             _, (x,) = models.build("mlp")
             compiled(x * scale)
-        finally:
-            aoti_debug_printer.set_option("output", "stdout")
-            aoti_debug_printer.set_option("format", "text")
         files.append(out)
     c = aoti_debug_printer.compare(*files)
     # The inputs differ, so the model input is the first divergence, by statistics.

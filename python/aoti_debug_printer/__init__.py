@@ -4,6 +4,12 @@ Installed with pip, it switches itself on through torch's backend
 entry point, so an unchanged script only needs
 AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER=1/2/3. This module is the
 public surface; importing it does not import Inductor or the C++ shim.
+
+Run-time options (`set_option`, `options(...)`, or the environment variable
+beside each; `option_table()` lists them with their meanings):
+output (AOTI_DEBUG_PRINTER_OUTPUT), format (_FORMAT), dump_dir (_DUMP_DIR),
+max_values (_MAX_VALUES), sync (_SYNC), replay (_REPLAY), rank (_RANK, else
+RANK), ranks (_RANKS), level (_LEVEL), kernels (_KERNELS), trap (_TRAP).
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ._install import install, is_installed, uninstall
+from ._options import get_option, option_table, options, set_option
 
 __all__ = [
     "install",
@@ -22,6 +29,8 @@ __all__ = [
     "stats",
     "set_option",
     "get_option",
+    "options",
+    "option_table",
     "library_path",
     "compare",
     "report",
@@ -54,30 +63,13 @@ def enabled(level: int | str | None = None, kernels: str | None = None) -> Itera
             uninstall()
 
 
-def _shim():
-    import torch  # noqa: F401  - the shim's Python module needs torch loaded first
-
-    from . import _C
-
-    return _C
-
-
 def stats(tensor, on: str = "auto") -> dict[str, Any]:
     """The shim's fused statistics of one tensor, as a dict. `on` picks where
     they are computed: "auto" (as records do: on the GPU for CUDA tensors),
     "host" (one copy to the CPU) or "device" (CUDA tensors only)."""
-    return _shim().stats(tensor, on)
+    from ._options import shim
 
-
-def set_option(key: str, value: Any) -> None:
-    """Change a run-time setting of the shim (see README, "Settings"): output,
-    format, dump_dir, max_values, sync, replay, rank, ranks. Raises ValueError
-    on a bad key or value."""
-    _shim().set_option(key, str(value))
-
-
-def get_option(key: str) -> str:
-    return _shim().get_option(key)
+    return shim().stats(tensor, on)
 
 
 def compare(a, b, rtol: float | None = None, atol: float | None = None):
@@ -99,8 +91,11 @@ def report(dump, output="aoti-debug-report.html"):
 def first_divergence_from_eager(program, inputs=None, dump=None, float64: bool = False,
                                 rtol: float | None = None, atol: float | None = None):
     """Compiles an exported program at level 1, runs it, and matches each
-    kernel's outputs against eager execution of the same program; see
-    `aoti-debug diverge`. Returns a Divergence (.first, .matches, .unmatched)."""
+    value a kernel wrote against eager execution of the same program; see
+    `aoti-debug diverge`. `inputs`: a tuple of positional inputs or an
+    (args, kwargs) pair, default the program's example inputs. Leaves the
+    installation and every option as it found them. Returns a Divergence
+    (.first, .matches, .unmatched, .coverage())."""
     from ._diverge import first_divergence_from_eager as _diverge
 
     return _diverge(program, inputs, dump=dump, float64=float64, rtol=rtol, atol=atol)
@@ -108,4 +103,6 @@ def first_divergence_from_eager(program, inputs=None, dump=None, float64: bool =
 
 def library_path() -> str:
     """Absolute path of libaoti_debug_printer.so, which compiled models load."""
-    return _shim().library_path()
+    from ._options import shim
+
+    return shim().library_path()

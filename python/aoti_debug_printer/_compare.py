@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ._dumps import Dump, Record, load_dump
+from ._dumps import Dump, Record, load_dump, reason_kind
 
 # (rtol, atol) per dtype, close to torch.testing's defaults; integers and
 # bool must match exactly.
@@ -57,6 +57,11 @@ class Comparison:
     compared: list[Difference]
     only_a: list[Record]
     only_b: list[Record]
+    # How records were matched: "node" (what buffers hold, across compiles)
+    # or "kernel" (kernel, argument and call: one compile only).
+    matched_by: str = "kernel"
+    # Values kernels wrote that hold no single node, by reason (node matching).
+    not_comparable: dict[str, list[Record]] = field(default_factory=dict)
 
     @property
     def diverged(self) -> list[Difference]:
@@ -113,68 +118,125 @@ def element_errors(got, want, rtol: float, atol: float) -> tuple[float, float, i
             float((diff[finite] / y.abs()[finite].clamp_min(1e-30)).max()), mismatches)
 
 
-def _compare_tensors(d: Difference, ta, tb, rtol: float, atol: float) -> None:
+def _compare_tensors(d: Difference, ta, tb, rtol: float, atol: float,
+                     reshape: bool = False) -> None:
+    if reshape and ta.numel() == tb.numel() and ta.dtype == tb.dtype:
+        # One node's value, kept by two compiles in buffers of other shapes
+        # (reached through a reshape): the same elements in the same order.
+        ta, tb = ta.reshape(-1), tb.reshape(-1)
     if ta.shape != tb.shape or ta.dtype != tb.dtype:
         d.problem = f"{ta.dtype} {list(ta.shape)} vs {tb.dtype} {list(tb.shape)}"
         return
     # Which statistics moved, for the table: of the saved tensors themselves.
-    from . import stats
+    from ._options import shim
 
-    _compare_stats(d, rtol, atol, stats(ta, on="host"), stats(tb, on="host"))
+    _compare_stats(d, rtol, atol, shim().stats(ta, "host"), shim().stats(tb, "host"))
     d.max_abs, d.max_rel, d.mismatches = element_errors(ta, tb, rtol, atol)
+
+
+def _node_keyed(dump: Dump) -> tuple[dict[tuple, Record], dict[str, list[Record]]]:
+    """Model inputs and the values kernels wrote that hold a node, keyed by
+    (rank, run, what, occurrence); the other written values by reason."""
+    keyed: dict[tuple, Record] = {}
+    unkeyed: dict[str, list[Record]] = {}
+    seen: dict[tuple, int] = {}
+    for r in dump.records:
+        if r.raw["phase"] == "model_input":
+            what = ("input", r.raw["arg"])
+        elif r.written and r.node:
+            what = ("node", r.node)
+        else:
+            if r.written:
+                unkeyed.setdefault(reason_kind(r.why or "holds no single node"), []).append(r)
+            continue
+        base = (r.raw.get("rank", -1), r.run, what)
+        n = seen.get(base, 0)
+        seen[base] = n + 1
+        keyed[(*base, n)] = r
+    return keyed, unkeyed
 
 
 def compare(a: str | Path | Dump, b: str | Path | Dump, rtol: float | None = None,
             atol: float | None = None) -> Comparison:
-    """Compares dump B against dump A (the reference order)."""
+    """Compares dump B against dump A (the reference order). Dumps that
+    both say what their buffers hold are matched by node, so two compiles
+    (other configs, devices or torch versions) compare; older dumps by
+    kernel, argument and call."""
     da = a if isinstance(a, Dump) else load_dump(a)
     db = b if isinstance(b, Dump) else load_dump(b)
-    in_b = db.by_key()
-    seen: set[tuple] = set()
+    by_node = da.has_provenance and db.has_provenance
+    if by_node:
+        in_a, not_comparable = _node_keyed(da)
+        in_b, _ = _node_keyed(db)
+    else:
+        in_a = {}
+        for r in da.records:
+            if r.raw["phase"] in COMPARED_PHASES:
+                in_a.setdefault(r.key, r)
+        in_b = {r.key: r for r in db.records if r.raw["phase"] in COMPARED_PHASES}
+        not_comparable = {}
     compared, only_a = [], []
-    for ra in da.records:
-        if ra.raw["phase"] not in COMPARED_PHASES or ra.key in seen:
-            continue
-        seen.add(ra.key)
-        rb = in_b.get(ra.key)
+    for key, ra in in_a.items():
+        rb = in_b.get(key)
         if rb is None:
             only_a.append(ra)
             continue
         d = Difference(ra, rb)
         r, t = tolerance(ra.raw.get("dtype", ""), rtol, atol)
-        if ra.raw.get("dtype") != rb.raw.get("dtype") or ra.raw.get("shape") != rb.raw.get("shape"):
+        same_meta = (ra.raw.get("dtype") == rb.raw.get("dtype")
+                     and ra.raw.get("shape") == rb.raw.get("shape"))
+        if ra.path is not None and rb.path is not None and (same_meta or by_node):
+            _compare_tensors(d, ra.load(), rb.load(), r, t, reshape=by_node)
+        elif not same_meta:
             d.problem = (f"{rb.raw.get('dtype')} {rb.raw.get('shape')} where A has "
                          f"{ra.raw.get('dtype')} {ra.raw.get('shape')}")
-        elif ra.path is not None and rb.path is not None:
-            _compare_tensors(d, ra.load(), rb.load(), r, t)
         else:
             _compare_stats(d, r, t)
         compared.append(d)
-    only_b = [rb for rb in db.records
-              if rb.raw["phase"] in COMPARED_PHASES and rb.key not in seen]
-    return Comparison(da.source, db.source, compared, only_a, only_b)
+    only_b = [rb for key, rb in in_b.items() if key not in in_a]
+    return Comparison(da.source, db.source, compared, only_a, only_b,
+                      "node" if by_node else "kernel", not_comparable)
+
+
+def _where(r: Record) -> str:
+    return f"{r.raw['kernel'] or 'model input'} (launch {r.raw['launch']})"
+
+
+def _what(d: Difference, by_node: bool) -> str:
+    a, b = d.a, d.b
+    if not by_node:
+        return f"{a.label}, launch {a.raw['launch']} in A"
+    if a.raw["phase"] == "model_input":
+        return f"model input {a.raw['arg']}"
+    return (f"node {a.node}: A {_where(a)} {a.raw['arg']} vs B {_where(b)} {b.raw['arg']}")
 
 
 def format_comparison(c: Comparison, top: int = 10) -> str:
+    by_node = c.matched_by == "node"
+    unmatched = sum(len(v) for v in c.not_comparable.values())
     lines = [f"A: {c.a}", f"B: {c.b}",
-             f"compared {len(c.compared)} snapshots (after launch and model inputs); "
-             f"{len(c.diverged)} diverge"]
+             f"matched by {'node (what buffers hold)' if by_node else 'kernel, argument and call'}"
+             f"; compared {len(c.compared)} values; {len(c.diverged)} diverge; "
+             f"{len(c.only_a)} only in A, {len(c.only_b)} only in B"
+             + (f"; {unmatched} written values hold no single node" if by_node else "")]
     first = c.first
     if first is None:
         lines.append("no divergence beyond tolerance")
     else:
-        r = first.a.raw
-        lines.append(f"FIRST DIVERGENCE: {first.a.label}, launch {r['launch']} in A")
+        lines.append(f"FIRST DIVERGENCE: {_what(first, by_node)}")
         lines.append("  " + (first.problem or
                              f"max abs err {first.max_abs:.6g}, max rel err {first.max_rel:.6g}, "
                              f"{first.mismatches} mismatches, moved: {', '.join(first.moved) or '-'}"))
     if c.diverged:
         lines.append("")
-        lines.append(f"{'worst offenders':<56}{'max abs':>12}{'max rel':>12}{'mismatch':>10}  moved")
+        lines.append(f"{'worst offenders':<72}{'max abs':>12}{'max rel':>12}{'mismatch':>10}  moved")
         for d in c.worst(top):
-            lines.append(f"{d.a.label[:55]:<56}{d.max_abs:>12.4g}{d.max_rel:>12.4g}"
+            lines.append(f"{_what(d, by_node)[:71]:<72}{d.max_abs:>12.4g}{d.max_rel:>12.4g}"
                          f"{d.mismatches:>10}  {d.problem or ', '.join(d.moved)}")
     for side, recs in (("A", c.only_a), ("B", c.only_b)):
         for r in recs:
-            lines.append(f"only in {side}: {r.label}")
+            what = f"node {r.node} = {r.label}" if by_node and r.node else r.label
+            lines.append(f"only in {side}: {what}")
+    for why, recs in sorted(c.not_comparable.items(), key=lambda kv: -len(kv[1])):
+        lines.append(f"not comparable ({len(recs)}): {why}")
     return "\n".join(lines) + "\n"

@@ -28,6 +28,23 @@ class Record:
         return (r.get("rank", -1), self.run, r["phase"], r["kernel"], r["arg"], r["call"])
 
     @property
+    def node(self) -> str:
+        """The exported program's node whose value this snapshot holds; ""
+        when it holds none (see `why`) or the dump predates provenance."""
+        return self.raw.get("node") or ""
+
+    @property
+    def why(self) -> str:
+        return self.raw.get("why") or ""
+
+    @property
+    def written(self) -> bool:
+        """A value its kernel wrote: an after-launch snapshot of an argument
+        the kernel stored or changed."""
+        return self.raw["phase"] == "after_launch" and self.raw.get("role") in ("write",
+                                                                               "read_write")
+
+    @property
     def label(self) -> str:
         r = self.raw
         where = f"{r['kernel']} {r['arg']}" if r["kernel"] else f"model input {r['arg']}"
@@ -59,11 +76,24 @@ class Dump:
     def by_key(self) -> dict[tuple, Record]:
         return {r.key: r for r in self.records}
 
+    @property
+    def has_provenance(self) -> bool:
+        """Whether the codegen told each record what it holds (role, node)."""
+        return any(r.raw.get("role") for r in self.records)
+
+    def written_values(self) -> list[Record]:
+        """The values kernels wrote, in launch order: what compare and
+        diverge check."""
+        return [r for r in self.records if r.written]
+
 
 def load_dump(source: str | Path) -> Dump:
     """A dump directory (its manifest.jsonl) or a records file (.jsonl).
     Raises FileNotFoundError or ValueError with what is wrong."""
     source = Path(source)
+    if source.is_file() and not _looks_like_text(source):
+        raise ValueError(f"{source} is not a dump: give a level-1 dump directory or a JSON-lines "
+                         "records file (AOTI_DEBUG_PRINTER_FORMAT=jsonl)")
     if source.is_dir():
         manifest = source / "manifest.jsonl"
         if not manifest.exists():
@@ -83,6 +113,10 @@ def load_dump(source: str | Path) -> Dump:
             raw = json.loads(line)
         except json.JSONDecodeError as e:
             raise ValueError(f"{source}:{n}: not a JSON record ({e})") from None
+        if not isinstance(raw, dict) or "event" not in raw:
+            raise ValueError(f"{source}:{n}: not a record of aoti-debug-printer")
+        if raw.get("event") == "tensor" and not {"phase", "kernel", "arg", "call"} <= raw.keys():
+            raise ValueError(f"{source}:{n}: a tensor record without phase, kernel, arg or call")
         if raw.get("event") != "tensor":
             dump.events.append(raw)
             continue
@@ -97,3 +131,27 @@ def load_dump(source: str | Path) -> Dump:
         path = base / raw["file"] if "file" in raw else None
         dump.records.append(Record(raw, run, path))
     return dump
+
+
+def _looks_like_text(path: Path) -> bool:
+    # Archives (.pt2, .pt, zip) hold NUL bytes in their first block; records never do.
+    with open(path, "rb") as f:
+        return b"\0" not in f.read(4096)
+
+
+# The kinds of reason a written value is not compared, from the codegen's
+# words (see _provenance) to one line each.
+_REASON_KINDS = (
+    ("never stores it", "its kernel never stores it (the value stays inside the kernel)"),
+    ("an intermediate value of node", "an intermediate value inside one node's decomposition"),
+    ("ends in", "a node whose decomposition ends in several values"),
+    ("made from several nodes", "made from several nodes"),
+    ("no single graph node", "no single graph node (a buffer Inductor made)"),
+    ("has no exported node", "a graph node with no exported node"),
+    ("changed in place", "changed in place by its kernel"),
+    ("is not known to the printer", "a kernel whose writes the printer does not know"),
+)
+
+
+def reason_kind(why: str) -> str:
+    return next((kind for key, kind in _REASON_KINDS if key in why), why)

@@ -1,0 +1,231 @@
+"""A finding tool must name the right kernel or nothing. On correct models
+of several architectures, `diverge` and `compare` (two differently
+configured compiles) report nothing; with one op planted wrong at several
+places, `diverge` names the kernel that holds it. Real AOTInductor compiles
+and runs, on CPU, and on CUDA where a GPU is present."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+
+import aoti_debug_printer
+import finding_models
+
+pytestmark = pytest.mark.slow
+
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
+# Another configuration of the same program: every node its own kernel.
+UNFUSED = {"max_fusion_size": 1}
+
+
+def compile_and_dump(program, inputs, dump: Path, config: dict | None = None) -> Path:
+    """Compiles at level 1 with `config`, runs once into `dump`."""
+    patch = {"aot_inductor.debug_intermediate_value_printer": "1",
+             "aot_inductor.filtered_kernel_names": None, **(config or {})}
+    with aoti_debug_printer.enabled(), torch._inductor.config.patch(patch):
+        package = torch._inductor.aoti_compile_and_package(
+            program, package_path=str(dump.with_suffix(".pt2")))
+    with aoti_debug_printer.options(dump_dir=dump):
+        torch._inductor.aoti_load_package(package)(*inputs)
+    return dump
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", finding_models.CORRECT)
+def test_correct_models_raise_no_alarm(name, device, tmp_path):
+    model, inputs, dynamic = finding_models.build(name, device=device)
+    program = torch.export.export(model, inputs, dynamic_shapes=dynamic)
+    a = compile_and_dump(program, inputs, tmp_path / "a")
+    b = compile_and_dump(program, inputs, tmp_path / "b", UNFUSED)
+
+    found = aoti_debug_printer.first_divergence_from_eager(program, dump=a)
+    written, compared, reasons = found.coverage()
+    assert found.first is None, f"false alarm on {name}: {found.first}"
+    # Checked something real, and every value left out is accounted for.
+    assert compared >= 3 and written == compared + sum(reasons.values())
+
+    c = aoti_debug_printer.compare(a, b)
+    assert c.matched_by == "node"
+    assert c.first is None, f"false alarm on {name}: {c.first}"
+    assert len(c.compared) > compared // 2
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name,position", finding_models.PLANTED)
+def test_a_planted_bug_is_named(name, position, device):
+    model, inputs, dynamic = finding_models.build(name, plant_at=position, device=device)
+    program = torch.export.export(model, inputs, dynamic_shapes=dynamic)
+    with finding_models.wrong_lowering():
+        found = aoti_debug_printer.first_divergence_from_eager(program)
+    assert found.first is not None, f"planted bug in {name} at {position} not found"
+    kernel = found.first.record.raw["kernel"]
+    # Inductor names a fused kernel after the ops it holds.
+    assert "planted" in kernel, kernel
+    # Every value written before it matched eager.
+    before = [m for m in found.matches if m.record.raw["launch"] < found.first.record.raw["launch"]]
+    assert before and not any(m.diverged for m in before)
+
+
+def test_the_store_a_kernel_never_makes_carries_no_node(tmp_path):
+    """Issue 9's case: the fused layer-norm kernel takes the linear's buffer
+    in and out but never stores the layer norm into it."""
+    model, inputs, _ = finding_models.build("post_ln_mlp")
+    program = torch.export.export(model, inputs)
+    dump = compile_and_dump(program, inputs, tmp_path / "d")
+    records = aoti_debug_printer.compare(dump, dump)  # reads the dump
+    written = [d.a for d in records.compared if d.a.written]
+    assert written and all(r.raw["role"] in ("write", "read_write") for r in written)
+    from aoti_debug_printer._dumps import load_dump
+
+    after = [r for r in load_dump(dump).records if r.raw["phase"] == "after_launch"]
+    # Layer norm's mean and rstd are its intermediates, never its value.
+    assert any("intermediate value of node" in r.why for r in after)
+    # Arguments only read keep what their writer stored.
+    read = [r for r in after if r.raw["role"] == "read" and r.node]
+    assert read
+    writers = {r.node for r in after if r.written}
+    assert all(r.node in writers for r in read)
+
+
+def test_compare_across_configs_from_the_command_line(tmp_path):
+    model, inputs, _ = finding_models.build("post_ln_mlp")
+    program = torch.export.export(model, inputs)
+    a = compile_and_dump(program, inputs, tmp_path / "a")
+    b = compile_and_dump(program, inputs, tmp_path / "b", UNFUSED)
+    done = cli("compare", a, b)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "matched by node" in done.stdout and "no divergence" in done.stdout
+    # B's values perturbed at one node: named with each side's kernel.
+    from aoti_debug_printer._dumps import load_dump
+
+    target = next(r for r in load_dump(b).written_values() if r.node)
+    t = torch.load(target.path, weights_only=True)
+    t.view(-1)[0] += 1.0
+    torch.save(t, target.path)
+    done = cli("compare", a, b)
+    assert done.returncode == 1
+    assert f"FIRST DIVERGENCE: node {target.node}: A " in done.stdout
+    assert f"vs B {target.raw['kernel']} (launch {target.raw['launch']})" in done.stdout
+
+
+def cli(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "aoti_debug_printer._cli", *map(str, args)],
+                          capture_output=True, text=True)
+
+
+def test_diverge_for_real_users(tmp_path):
+    """--import loads the module that registers a custom op before the
+    program; --inputs runs a dynamic program at another size; the process
+    is left as diverge found it."""
+    module = tmp_path / "user_ops.py"
+    module.write_text(
+        "import torch\n"
+        "@torch.library.custom_op('adp_user::shift', mutates_args=())\n"
+        "def shift(x: torch.Tensor) -> torch.Tensor:\n"
+        "    return x + 1\n"
+        "@shift.register_fake\n"
+        "def _(x):\n"
+        "    return torch.empty_like(x)\n")
+    program_text = (
+        "import sys, torch\n"
+        f"sys.path.insert(0, {str(tmp_path)!r})\n"
+        "import user_ops\n"
+        "class M(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__(); self.l = torch.nn.Linear(8, 8)\n"
+        "    def forward(self, x):\n"
+        "        return torch.ops.adp_user.shift(torch.relu(self.l(x))) * 2\n"
+        "torch.manual_seed(0)\n"
+        "ep = torch.export.export(M().eval(), (torch.randn(3, 8),),\n"
+        "    dynamic_shapes={'x': {0: torch.export.Dim('b', min=2, max=64)}})\n"
+        f"torch.export.save(ep, {str(tmp_path / 'program.pt2')!r})\n"
+        f"torch.save((torch.randn(17, 8),), {str(tmp_path / 'inputs.pt')!r})\n")
+    subprocess.run([sys.executable, "-c", program_text], check=True, capture_output=True)
+
+    # Without the import the program cannot be loaded: one line, exit 2.
+    done = cli("diverge", tmp_path / "program.pt2")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+    env_path = f"{tmp_path}"
+    done = subprocess.run(
+        [sys.executable, "-m", "aoti_debug_printer._cli", "diverge", str(tmp_path / "program.pt2"),
+         "--import", "user_ops", "--inputs", str(tmp_path / "inputs.pt")],
+        capture_output=True, text=True, env={**__import__("os").environ, "PYTHONPATH": env_path})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "no divergence from eager" in done.stdout
+    assert "compared " in done.stdout and " values kernels wrote" in done.stdout
+
+
+def test_diverge_leaves_the_process_as_it_found_it(tmp_path):
+    model, inputs, _ = finding_models.build("reuse_chain")
+    program = torch.export.export(model, inputs)
+    aoti_debug_printer.uninstall()
+    before = {k: aoti_debug_printer.get_option(k) for k, _, _ in aoti_debug_printer.option_table()}
+    with aoti_debug_printer.options(format="jsonl", max_values=3):
+        inside = {k: aoti_debug_printer.get_option(k) for k, _, _ in aoti_debug_printer.option_table()}
+        found = aoti_debug_printer.first_divergence_from_eager(program)
+        assert found.first is None
+        assert not aoti_debug_printer.is_installed()
+        assert inside == {k: aoti_debug_printer.get_option(k)
+                          for k, _, _ in aoti_debug_printer.option_table()}
+        with pytest.raises(ValueError, match="AOTInductor package"):
+            aoti_debug_printer.first_divergence_from_eager(
+                torch._inductor.aoti_compile_and_package(program,
+                                                         package_path=str(tmp_path / "p.pt2")))
+        assert not aoti_debug_printer.is_installed()
+    assert before == {k: aoti_debug_printer.get_option(k)
+                      for k, _, _ in aoti_debug_printer.option_table()}
+    aoti_debug_printer.install()
+
+
+@pytest.mark.parametrize("what", ["missing", "text", "package", "records"])
+def test_diverge_rejects_what_is_not_a_program_in_one_line(what, tmp_path):
+    path = tmp_path / "thing.pt2"
+    if what == "text":
+        path.write_text("not a program\n")
+    elif what == "records":
+        path = tmp_path / "r.jsonl"
+        path.write_text('{"event": "tensor"}\n')
+    elif what == "package":
+        with zipfile.ZipFile(path, "w") as z:
+            z.writestr("model/data/aotinductor/model/x.wrapper.cpp", "//")
+    done = cli("diverge", path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    if what == "package":
+        assert "AOTInductor package" in lines[0] and "torch.export.save" in lines[0]
+
+
+def test_compare_rejects_a_file_that_is_not_a_dump(tmp_path):
+    archive = tmp_path / "a.pt"
+    torch.save(torch.ones(2), archive)
+    done = cli("compare", archive, archive)
+    assert done.returncode == 2
+    assert len(done.stderr.strip().splitlines()) == 1 and "is not a dump" in done.stderr
+
+
+@pytest.mark.gpu
+def test_a_cpu_dump_and_a_cuda_dump_of_one_program_compare_by_node(tmp_path):
+    model, inputs, _ = finding_models.build("pre_ln_transformer")
+    cpu = compile_and_dump(torch.export.export(model, inputs), inputs, tmp_path / "cpu")
+    model, inputs, _ = finding_models.build("pre_ln_transformer", device="cuda")
+    cuda = compile_and_dump(torch.export.export(model, inputs), inputs, tmp_path / "cuda")
+    c = aoti_debug_printer.compare(cpu, cuda, rtol=1e-4, atol=1e-4)
+    assert c.matched_by == "node" and len(c.compared) >= 5
+    assert c.first is None, aoti_debug_printer._compare.format_comparison(c)
+
+
+def test_every_option_is_documented():
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    for key, env, meaning in aoti_debug_printer.option_table():
+        assert f"`{key}`" in readme and env in readme, key
+        assert key in aoti_debug_printer.__doc__, key
+        assert meaning
