@@ -38,7 +38,7 @@ def compile_and_dump(program, inputs, dump: Path, config: dict | None = None) ->
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", finding_models.CORRECT)
-def test_correct_models_raise_no_alarm(name, device, tmp_path):
+def test_correct_models_raise_no_alarm(name, device, tmp_path, record_property):
     model, inputs, dynamic = finding_models.build(name, device=device)
     program = torch.export.export(model, inputs, dynamic_shapes=dynamic)
     a = compile_and_dump(program, inputs, tmp_path / "a")
@@ -49,11 +49,14 @@ def test_correct_models_raise_no_alarm(name, device, tmp_path):
     assert found.first is None, f"false alarm on {name}: {found.first}"
     # Checked something real, and every value left out is accounted for.
     assert compared >= 3 and written == compared + sum(reasons.values())
+    record_property("diverge_coverage", f"{compared}/{written} {dict(reasons)}")
 
     c = aoti_debug_printer.compare(a, b)
     assert c.matched_by == "node"
     assert c.first is None, f"false alarm on {name}: {c.first}"
     assert len(c.compared) > compared // 2
+    record_property("compare_matched", f"{len(c.compared)} values, {len(c.only_a)} only in A, "
+                    f"{len(c.only_b)} only in B")
 
 
 @pytest.mark.parametrize("device", DEVICES)
