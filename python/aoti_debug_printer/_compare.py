@@ -30,8 +30,23 @@ STATS = ("min", "max", "mean", "std", "absmax")
 COUNTS = ("nan", "pos_inf", "neg_inf", "finite")
 
 
-def tolerance(dtype: str, rtol: float | None, atol: float | None) -> tuple[float, float]:
+# float32 values computed on a GPU with TF32 on (cuDNN's convolutions by
+# default, matmuls when allowed): two correct algorithms differ by about
+# TF32's precision, so float32's tolerance would raise false alarms.
+TF32 = (5e-3, 5e-3)
+
+
+def tf32_in_use() -> bool:
+    import torch
+
+    return bool(torch.backends.cudnn.allow_tf32 or torch.backends.cuda.matmul.allow_tf32)
+
+
+def tolerance(dtype: str, rtol: float | None, atol: float | None,
+              device: str = "cpu") -> tuple[float, float]:
     default = TOLERANCES.get(dtype) or (FLOAT8 if dtype.startswith("float8") else EXACT)
+    if dtype == "float32" and device.startswith("cuda") and tf32_in_use():
+        default = TF32
     return (default[0] if rtol is None else rtol, default[1] if atol is None else atol)
 
 
@@ -182,7 +197,8 @@ def compare(a: str | Path | Dump, b: str | Path | Dump, rtol: float | None = Non
             only_a.append(ra)
             continue
         d = Difference(ra, rb)
-        r, t = tolerance(ra.raw.get("dtype", ""), rtol, atol)
+        device = "cuda" if "cuda" in (ra.raw.get("device", "") + rb.raw.get("device", "")) else "cpu"
+        r, t = tolerance(ra.raw.get("dtype", ""), rtol, atol, device)
         same_meta = (ra.raw.get("dtype") == rb.raw.get("dtype")
                      and ra.raw.get("shape") == rb.raw.get("shape"))
         if ra.path is not None and rb.path is not None and (same_meta or by_node):

@@ -79,11 +79,19 @@ def load_program(program):
                 f"{path} is an AOTInductor package (compiled code, no graph to run eagerly); "
                 "give the exported program it was compiled from: "
                 "torch.export.save(torch.export.export(model, inputs), 'program.pt2')")
+    # torch logs a traceback as a warning before it raises; the one line
+    # below says what to do instead.
+    export_log = logging.getLogger("torch.export")
+    level = export_log.level
+    export_log.setLevel(logging.CRITICAL)
     try:
         return torch.export.load(str(path))
     except Exception as e:  # noqa: BLE001 - any failure means: not a program we can load
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ProgramError(f"{path} could not be loaded as an exported program: {first}") from None
+        raise ProgramError(f"{path} could not be loaded as an exported program ({first}); if it "
+                           "calls custom ops, --import the module that registers them") from None
+    finally:
+        export_log.setLevel(level)
 
 
 def load_inputs(path) -> tuple[tuple, dict]:
@@ -175,7 +183,7 @@ def match_dump(dump_source, values: dict[str, Any], rtol: float | None = None,
             # The node's value, kept in a buffer of another shape (reached
             # through a reshape): the same elements in the same order.
             compiled = compiled.reshape(eager.shape)
-        rt, at = tolerance(r.raw.get("dtype", ""), rtol, atol)
+        rt, at = tolerance(r.raw.get("dtype", ""), rtol, atol, r.raw.get("device", "cpu"))
         result.matches.append(Match(r, node, *element_errors(compiled, eager, rt, at)))
     return result
 
