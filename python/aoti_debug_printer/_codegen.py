@@ -286,7 +286,9 @@ class DebugPrinterManager:
             extra = f", {node!r}, {why!r}, {role}" if node or why or role else ""
             return f"{_PY_MODULE}.record({action}, {phase}, {kernel!r}, {label!r}, {arg}{extra})"
 
-        return render() if held is None else _deferred_line(render)
+        # Records are written while the wrapper renders its kernel call
+        # lines, after scheduling, when every removed store is known.
+        return render()
 
     def _api_call(self, function: str, *args: str | int | bool) -> str:
         """One call of the shim's API in the wrapper's language (strings are
