@@ -165,8 +165,10 @@ inline const aoti_debug_printer_api* load_api(const char* built_with) {
       auto get = reinterpret_cast<GetApi>(dlsym(lib, "aoti_debug_printer_get_api"));
       const aoti_debug_printer_api* found = get ? get(AOTI_DEBUG_PRINTER_ABI_VERSION) : nullptr;
       // An older library is asked for the newest table it can give.
-      for (uint32_t v = AOTI_DEBUG_PRINTER_ABI_VERSION; get && !found && v-- > AOTI_DEBUG_PRINTER_OLDEST_ABI_VERSION;)
+      for (uint32_t v = AOTI_DEBUG_PRINTER_ABI_VERSION;
+           get && !found && v-- > AOTI_DEBUG_PRINTER_OLDEST_ABI_VERSION;) {
         found = get(v);
+      }
       if (found) return found;
     }
     fprintf(stderr,

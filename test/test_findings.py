@@ -6,6 +6,7 @@ and runs, on CPU, and on CUDA where a GPU is present."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import zipfile
@@ -16,6 +17,7 @@ import torch
 
 import aoti_debug_printer
 import finding_models
+from aoti_debug_printer._dumps import load_dump
 
 pytestmark = pytest.mark.slow
 
@@ -36,6 +38,20 @@ def compile_and_dump(program, inputs, dump: Path, config: dict | None = None) ->
     return dump
 
 
+def assert_unstored_buffers_are_unchanged(dump: Path) -> None:
+    """A buffer said to be never stored by its kernel holds, after launch,
+    exactly what it held before: checked on the saved bytes."""
+    records = load_dump(dump).records
+    before = {(r.raw["launch"], r.raw["arg"]): r for r in records
+              if r.raw["phase"] == "before_launch"}
+    unstored = [r for r in records
+                if r.raw["phase"] == "after_launch" and "never stores it" in r.why]
+    for r in unstored:
+        was, now = before[(r.raw["launch"], r.raw["arg"])].load(), r.load()
+        same = torch.equal(was.contiguous().view(torch.uint8), now.contiguous().view(torch.uint8))
+        assert same, r.label
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", finding_models.CORRECT)
 def test_correct_models_raise_no_alarm(name, device, tmp_path, record_property):
@@ -50,6 +66,8 @@ def test_correct_models_raise_no_alarm(name, device, tmp_path, record_property):
     # Checked something real, and every value left out is accounted for.
     assert compared >= 2 and written == compared + sum(reasons.values())
     record_property("diverge_coverage", f"{compared}/{written} {dict(reasons)}")
+
+    assert_unstored_buffers_are_unchanged(a)
 
     c = aoti_debug_printer.compare(a, b)
     assert c.matched_by == "node"
@@ -80,13 +98,10 @@ def test_the_store_a_kernel_never_makes_carries_no_node(tmp_path):
     in and out but never stores the layer norm into it."""
     model, inputs, _ = finding_models.build("post_ln_mlp")
     program = torch.export.export(model, inputs)
-    dump = compile_and_dump(program, inputs, tmp_path / "d")
-    records = aoti_debug_printer.compare(dump, dump)  # reads the dump
-    written = [d.a for d in records.compared if d.a.written]
+    dump = load_dump(compile_and_dump(program, inputs, tmp_path / "d"))
+    written = [r for r in dump.written_values() if r.node]
     assert written and all(r.raw["role"] in ("write", "read_write") for r in written)
-    from aoti_debug_printer._dumps import load_dump
-
-    after = [r for r in load_dump(dump).records if r.raw["phase"] == "after_launch"]
+    after = [r for r in dump.records if r.raw["phase"] == "after_launch"]
     # Layer norm's mean and rstd are its intermediates, never its value.
     assert any("intermediate value of node" in r.why for r in after)
     # Arguments only read keep what their writer stored.
@@ -105,8 +120,6 @@ def test_compare_across_configs_from_the_command_line(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert "matched by node" in done.stdout and "no divergence" in done.stdout
     # B's values perturbed at one node: named with each side's kernel.
-    from aoti_debug_printer._dumps import load_dump
-
     target = next(r for r in load_dump(b).written_values() if r.node)
     t = torch.load(target.path, weights_only=True)
     t.view(-1)[0] += 1.0
@@ -156,11 +169,10 @@ def test_diverge_for_real_users(tmp_path):
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
 
-    env_path = f"{tmp_path}"
     done = subprocess.run(
         [sys.executable, "-m", "aoti_debug_printer._cli", "diverge", str(tmp_path / "program.pt2"),
          "--import", "user_ops", "--inputs", str(tmp_path / "inputs.pt")],
-        capture_output=True, text=True, env={**__import__("os").environ, "PYTHONPATH": env_path})
+        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(tmp_path)})
     assert done.returncode == 0, done.stdout + done.stderr
     assert "no divergence from eager" in done.stdout
     assert "compared " in done.stdout and " values kernels wrote" in done.stdout

@@ -182,3 +182,15 @@ def test_threads_write_whole_records(records):
         mine = [r for r in recs if r["arg"] == f"t{i}"]
         assert [r["launch"] for r in mine] == list(range(50))
         assert all(r["values"] == [str(i)] * 8 for r in mine)
+
+
+def test_the_codegen_uses_the_headers_enum_values():
+    """The codegen writes these numbers into generated code; the header
+    (exported by _C) defines them."""
+    from aoti_debug_printer import _codegen, _provenance
+
+    for name in ("SAVE", "PRINT", "WATCH", "BEFORE_LAUNCH", "AFTER_LAUNCH", "MODEL_INPUT",
+                 "ANNOUNCE", "SYNC_BY_DEFAULT", "UNSELECTED"):
+        assert getattr(_codegen, name) == getattr(_C, name), name
+    for name in ("ROLE_UNKNOWN", "ROLE_READ", "ROLE_WRITE", "ROLE_READ_WRITE"):
+        assert getattr(_provenance, name) == getattr(_C, name), name

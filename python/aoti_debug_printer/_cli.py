@@ -34,9 +34,7 @@ def _report(args) -> int:
 
 
 def _diverge(args) -> int:
-    from ._diverge import first_divergence_from_eager, format_divergence
-
-    from ._diverge import load_inputs
+    from ._diverge import first_divergence_from_eager, format_divergence, load_inputs
 
     inputs = load_inputs(args.inputs) if args.inputs else None
     result = first_divergence_from_eager(args.program, inputs, dump=args.dump,
@@ -88,8 +86,9 @@ def main(argv: list[str] | None = None) -> int:
         log.error("aoti-debug %s: %s", args.command, e)
         return 2
     except Exception as e:  # noqa: BLE001 - one line, never a traceback
-        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        log.error("aoti-debug %s: %s: %s", args.command, type(e).__name__, first)
+        from ._diverge import first_line
+
+        log.error("aoti-debug %s: %s: %s", args.command, type(e).__name__, first_line(e))
         return 2
 
 

@@ -95,28 +95,6 @@ def _label(arg: str) -> str:
     return re.sub(r"^copy_arrayref_tensor_to_tensor\((.*)\)$", r"\1", arg)
 
 
-_PLACEHOLDER = "/* aoti-debug-printer record */"
-
-
-def _deferred_line(render, prefix: str = ""):
-    """A wrapper line whose text is made when the wrapper is rendered."""
-    from torch._inductor.utils import DeferredLineBase
-
-    class RecordLine(DeferredLineBase):
-        def __init__(self) -> None:
-            super().__init__(_PLACEHOLDER)
-
-        def __call__(self) -> str:
-            return prefix + render()
-
-        def _new_line(self, line: str):
-            # with_prefix(p) asks for p + this line: keep p, render later.
-            extra = line[: len(line) - len(_PLACEHOLDER)] if line.endswith(_PLACEHOLDER) else ""
-            return _deferred_line(render, extra + prefix)
-
-    return RecordLine()
-
-
 class DebugPrinterManager:
     def __init__(
         self,
@@ -187,13 +165,11 @@ class DebugPrinterManager:
         return list(dict.fromkeys(names))
 
     def __enter__(self):
-        if self.debug_printer_level in (IntermediateValueDebuggingLevel.SAVE_ONLY,
-                                        IntermediateValueDebuggingLevel.PRINT_ONLY) \
-                and not self._skip_kernel:
-            labels = [_label(n) for n in self._names()]
-            self._held = self._provenance.kernel_call(self.kernel_name, labels, self.kernel_type)
+        names = self._names()
+        if self._action() is not None and not self._skip_kernel:
+            self._held = self._provenance.kernel_call(self.kernel_name, [_label(n) for n in names])
         self._perform_debug_print_or_save_helper(
-            self._names(), self.kernel_name, before_launch=True, arg_signatures=self.arg_signatures)
+            names, self.kernel_name, before_launch=True, arg_signatures=self.arg_signatures)
 
     def __exit__(self, *exc_info):
         self._perform_debug_print_or_save_helper(
@@ -270,25 +246,17 @@ class DebugPrinterManager:
             IntermediateValueDebuggingLevel.PRINT_ONLY: PRINT,
         }.get(self.debug_printer_level)
 
-    def _record(self, action: int, phase: int, kernel: str, arg: str, held: Held | None = None):
-        """One record's line; with `held`, a line rendered only once the
-        whole graph is generated, when what the argument holds is known."""
+    def _record(self, action: int, phase: int, kernel: str, arg: str,
+                held: Held | None = None) -> str:
+        """One record's line; `held`: what the argument holds (see _provenance)."""
         label = _label(arg)
-        cpp = self._cpp()
-
-        def render() -> str:
-            role, node, why = held() if held is not None and action != WATCH else (0, "", "")
-            if cpp:
-                extra = (f", {_c_string(node)}, {_c_string(why)}, {role}"
-                         if node or why or role else "")
-                return (f"aoti_debug_printer::value(AOTI_DEBUG_PRINTER_API, {action}, {phase}, "
-                        f"{_c_string(kernel)}, {_c_string(label)}, {arg}{extra});")
-            extra = f", {node!r}, {why!r}, {role}" if node or why or role else ""
-            return f"{_PY_MODULE}.record({action}, {phase}, {kernel!r}, {label!r}, {arg}{extra})"
-
-        # Records are written while the wrapper renders its kernel call
-        # lines, after scheduling, when every removed store is known.
-        return render()
+        role, node, why = held or (0, "", "")
+        if self._cpp():
+            extra = f", {_c_string(node)}, {_c_string(why)}, {role}" if held else ""
+            return (f"aoti_debug_printer::value(AOTI_DEBUG_PRINTER_API, {action}, {phase}, "
+                    f"{_c_string(kernel)}, {_c_string(label)}, {arg}{extra});")
+        extra = f", {node!r}, {why!r}, {role}" if held else ""
+        return f"{_PY_MODULE}.record({action}, {phase}, {kernel!r}, {label!r}, {arg}{extra})"
 
     def _api_call(self, function: str, *args: str | int | bool) -> str:
         """One call of the shim's API in the wrapper's language (strings are

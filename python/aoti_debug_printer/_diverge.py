@@ -32,6 +32,12 @@ class ProgramError(ValueError):
     says what to give instead."""
 
 
+def first_line(e: BaseException) -> str:
+    """An exception in one line: the first of its message, else its type."""
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
 @dataclass
 class Match:
     record: Record
@@ -87,9 +93,9 @@ def load_program(program):
     try:
         return torch.export.load(str(path))
     except Exception as e:  # noqa: BLE001 - any failure means: not a program we can load
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ProgramError(f"{path} could not be loaded as an exported program ({first}); if it "
-                           "calls custom ops, --import the module that registers them") from None
+        raise ProgramError(f"{path} could not be loaded as an exported program "
+                           f"({first_line(e)}); if it calls custom ops, --import the module "
+                           "that registers them") from None
     finally:
         export_log.setLevel(level)
 
@@ -105,8 +111,7 @@ def load_inputs(path) -> tuple[tuple, dict]:
     try:
         value = torch.load(path, weights_only=True, map_location="cpu")
     except Exception as e:  # noqa: BLE001
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ProgramError(f"{path} is not a torch.save'd inputs file: {first}") from None
+        raise ProgramError(f"{path} is not a torch.save'd inputs file: {first_line(e)}") from None
     return _split_inputs(value, str(path))
 
 

@@ -8,9 +8,10 @@ a wrong kernel. A tag is therefore given only where it is exact:
   scheduled node (C++, Triton, templates) store the buffers those nodes
   define, unless Inductor removed the store (a value used only inside the
   kernel); extern kernels and custom ops store their outputs and change the
-  arguments they declare mutated. Stores are removed while the kernel is
-  generated, after its call line is written, so the decision is deferred to
-  the moment the wrapper is rendered (a DeferredLineBase).
+  arguments they declare mutated. Which kernel a call line belongs to is
+  noted when the scheduler writes the line; the records themselves are
+  written when the wrapper renders that line, after scheduling, when every
+  removed store is known.
 - A buffer holds Inductor's FX node it was lowered from (origin_node). That
   node holds an exported node's value only if it is where that node's
   decomposition ends: the one node of it that other nodes (or the output)
@@ -23,7 +24,6 @@ from __future__ import annotations
 import sys
 import threading
 from dataclasses import dataclass
-from typing import Callable
 
 # Values of the role enum in aoti_debug_printer.h.
 ROLE_UNKNOWN, ROLE_READ, ROLE_WRITE, ROLE_READ_WRITE = 0, 1, 2, 3
@@ -57,6 +57,14 @@ def note_kernel_nodes(kernel_name: str | None, node_schedule) -> None:
     _pending.kernel = (kernel_name, nodes)
 
 
+def _take_kernel_nodes(kernel_name: str):
+    pending = getattr(_pending, "kernel", None)
+    if pending is None or pending[0] != kernel_name:
+        return None
+    _pending.kernel = None
+    return pending[1]
+
+
 def note_line(line) -> None:
     """Called as the wrapper takes a line, while the scheduler still stands
     on the node it belongs to. Kernel call lines are rendered later, when
@@ -67,12 +75,8 @@ def note_line(line) -> None:
         return
     from torch._inductor.virtualized import V
 
-    pending = getattr(_pending, "kernel", None)
-    nodes = None
-    if pending is not None and pending[0] == kernel_name:
-        nodes = pending[1]
-        _pending.kernel = None
-    else:
+    nodes = _take_kernel_nodes(kernel_name)
+    if nodes is None:
         # User-defined Triton kernels are written from their extern node.
         current = getattr(getattr(V.graph, "scheduler", None), "current_node", None)
         if current is not None and current.is_extern():
@@ -124,25 +128,9 @@ def _writes_of_line_being_rendered() -> Writes | None:
     return None
 
 
-# What an argument holds at one record, decided when the wrapper is
-# rendered: () -> (role, node, why), node "" when it holds none.
-Held = Callable[[], "tuple[int, str, str]"]
-
-
-def _fixed(role: int, node: str, why: str) -> Held:
-    return lambda: (role, node, why)
-
-
-def _read(held: Held | None, why: str) -> Held:
-    """Reading a buffer: what its writer left in it."""
-    if held is None:
-        return _fixed(ROLE_READ, "", why)
-
-    def resolve() -> tuple[int, str, str]:
-        _, node, reason = held()
-        return ROLE_READ, node, reason
-
-    return resolve
+# What an argument holds at one record: (role, node, why), node "" when it
+# holds none.
+Held = tuple[int, str, str]
 
 
 def _root_names(fx_node) -> set[str]:
@@ -234,54 +222,47 @@ class Provenance:
             self._held = {}
         return self._facts
 
-    def kernel_call(self, kernel_name: str, names: list[str], kernel_type) -> tuple[dict, dict]:
+    def kernel_call(self, kernel_name: str, names: list[str]) -> tuple[dict, dict]:
         """(before, after): what each argument name holds before and after
-        the kernel, as Held."""
+        the kernel. Called while the wrapper renders the kernel's call line;
+        a kernel whose line says nothing of its writes claims nothing."""
         facts = self._graph_facts()
-        graph = facts.graph
         writes = _writes_of_line_being_rendered()
-        if writes is None:
-            # Written at once (not through a call line): the scheduler still
-            # stands on the kernel's nodes.
-            nodes = _take_kernel_nodes(kernel_name)
-            current = getattr(getattr(graph, "scheduler", None), "current_node", None)
-            if (nodes is None and current is not None and current.is_extern()
-                    and set(current.get_buffer_names()) & set(names)):
-                nodes = [current]
-            writes = _writes_of_nodes(nodes) if nodes is not None else None
         before: dict[str, Held] = {}
         after: dict[str, Held] = {}
         if writes is None:
-            unknown = _fixed(ROLE_UNKNOWN, "", f"what {kernel_name} writes is not known to the printer")
+            unknown = (ROLE_UNKNOWN, "", f"what {kernel_name} writes is not known to the printer")
             for name in names:
                 before[name] = _read(self._held.get(name), "")
                 after[name] = unknown
                 if name in self._held:
                     self._held[name] = unknown
             return before, after
-        defined, mutated = writes.defined, writes.mutated
 
+        graph = facts.graph
         inputs = set(getattr(graph, "graph_inputs", {})) | set(getattr(graph, "constants", {}))
         for name in names:
-            if name in mutated:
+            if name in writes.mutated:
                 before[name] = _read(self._held.get(name), "")
-                after[name] = _fixed(ROLE_READ_WRITE, "", f"changed in place by {kernel_name}")
-                self._held[name] = after[name]
-            elif name in defined and name not in self._held:
-                before[name] = _fixed(ROLE_WRITE, "", "output, not yet written")
-                after[name] = self._held[name] = self._stored(graph, facts, name, kernel_name)
+                after[name] = self._held[name] = (ROLE_READ_WRITE, "",
+                                                  f"changed in place by {kernel_name}")
+            elif name in writes.defined and name not in self._held:
+                before[name] = (ROLE_WRITE, "", "output, not yet written")
+                after[name] = self._held[name] = self._stored(facts, name, kernel_name)
             else:
                 why = "model input" if name in inputs else "not written by a kernel the printer saw"
                 before[name] = after[name] = _read(self._held.get(name), why)
         return before, after
 
     @staticmethod
-    def _stored(graph, facts: _GraphFacts, name: str, kernel_name: str) -> Held:
-        def resolve() -> tuple[int, str, str]:
-            # Known only once the whole graph is generated.
-            if name in graph.removed_buffers or name in graph.inplaced_to_remove:
-                return (ROLE_READ, "", f"{kernel_name} never stores it "
-                        "(its value stays inside the kernel; the buffer keeps what it held)")
-            return (ROLE_WRITE, *facts.value_of(name))
+    def _stored(facts: _GraphFacts, name: str, kernel_name: str) -> Held:
+        graph = facts.graph
+        if name in graph.removed_buffers or name in graph.inplaced_to_remove:
+            return (ROLE_READ, "", f"{kernel_name} never stores it "
+                    "(its value stays inside the kernel; the buffer keeps what it held)")
+        return (ROLE_WRITE, *facts.value_of(name))
 
-        return resolve
+
+def _read(held: Held | None, why: str) -> Held:
+    """Reading a buffer: what its writer left in it."""
+    return (ROLE_READ, held[1], held[2]) if held is not None else (ROLE_READ, "", why)
