@@ -1,12 +1,28 @@
-// device.h for builds without CUDA: nothing runs on a device, so callers
-// take the host path (one copy to the CPU, then compute_stats).
+// device.h for builds without the CUDA kernel: nothing runs on a device, so
+// callers take the host path (one copy to the CPU, then compute_stats).
 #include "device.h"
+
+#include "no_cuda_reason.h" // written by CMake: why this build has no CUDA kernel
 
 #include <c10/util/Exception.h>
 
+#include <cstdio>
+#include <mutex>
+
 namespace aoti_debug_printer::device {
 
-bool computes_stats_on(const at::Tensor&) {
+bool computes_stats_on(const at::Tensor& t) {
+  if (t.is_cuda()) {
+    // The build said why (CMake's warning), but pip hides build output: say
+    // it again, once, where a user who wonders why the GPU path is slow looks.
+    static std::once_flag told;
+    std::call_once(told, [] {
+      std::fprintf(stderr,
+                   "[aoti-debug-printer] this build has no CUDA statistics kernel (%s); statistics of "
+                   "CUDA tensors are computed after a copy to the host\n",
+                   AOTI_DEBUG_PRINTER_NO_CUDA_REASON);
+    });
+  }
   return false;
 }
 

@@ -3,14 +3,20 @@
 # Safe to run again: each step is skipped when already done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/python_env.sh
 
 python -m pip --version >/dev/null
-# torch: exactly this version (a CPU wheel here); never a range, which would
-# pull gigabytes of CUDA wheels from PyPI.
-python -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '2.13.0')" 2>/dev/null \
-  || python -m pip install -q torch==2.13.0
-python -m pip install -q pytest setuptools
-command -v cmake >/dev/null || python -m pip install -q cmake
+# torch: exactly this release; never a range, which would pull gigabytes of
+# CUDA wheels from PyPI.
+python -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$TORCH_RELEASE')" 2>/dev/null \
+  || python -m pip install -q "torch==$TORCH_RELEASE"
+# What pip would install for an isolated build (a recent enough CMake), read
+# from pyproject.toml; then the tests' needs.
+python - <<'PY' | xargs python -m pip install -q
+import tomllib
+print(*tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"])
+PY
+python -m pip install -q pytest
 
 if [ -n "${WITH_CATCH2:-}" ] && [ ! -f /usr/include/catch2/catch.hpp ]; then
   apt-get update -qq && apt-get install -y -qq catch2 >/dev/null

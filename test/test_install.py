@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import re
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -74,5 +77,35 @@ def test_missing_hook_point_names_the_torch_version():
     from aoti_debug_printer import _install
 
     stranger = ModuleType("torch._inductor.codegen.debug_utils")  # no DebugPrinterManager
-    with pytest.raises(_install.HookPointMissing, match=re.escape(torch.__version__)):
+    with pytest.raises(_install.HookPointMissing, match=re.escape(torch.__version__)) as e:
         _install._patch(stranger)
+    # The range is the one in the installed package's metadata (pyproject.toml).
+    (required,) = [r for r in importlib.metadata.requires("aoti-debug-printer") if r.startswith("torch")]
+    assert f"Supported: {required}." in str(e.value)
+
+
+def test_the_cache_tag_follows_what_generates_the_code(tmp_path):
+    """Inductor serves cached code for an unchanged graph: after an upgrade
+    of this package that code must not be the old version's."""
+    from aoti_debug_printer import _install
+
+    installed = Path(_install.__file__).parent
+    copy = tmp_path / "aoti_debug_printer"
+    copy.mkdir()
+    for name in _install.GENERATOR_FILES:
+        shutil.copy(installed / name, copy / name)
+    first = _install.cache_tag(copy)
+    assert _install.cache_tag(copy) == first
+    for name in _install.GENERATOR_FILES:
+        original = (copy / name).read_bytes()
+        (copy / name).write_bytes(original + b"\n")
+        assert _install.cache_tag(copy) != first, name
+        (copy / name).write_bytes(original)
+    assert _install.cache_tag(copy) == first
+    # Another installation (whose library path the code embeds) is another tag.
+    assert _install.cache_tag(installed) != first
+    # And it is the tag Inductor's cache keys see.
+    from torch.compiler import config as compiler_config
+
+    aoti_debug_printer.install()
+    assert _install.cache_tag() in compiler_config.cache_key_tag.split("+")
