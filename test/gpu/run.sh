@@ -22,15 +22,16 @@ export AOTI_DEBUG_PRINTER_NO_CATCH2=1
 # Never multicast over NVLink (shared hosts).
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 { python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0), "x", torch.cuda.device_count())'
+  cmake --version | head -1
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; } 2>&1 | tee "$logs/env.txt"
 # A fresh build: a kept CMake cache would keep its old host compiler.
 rm -rf build
 python3 -m pip install -v --no-build-isolation . >"$logs/build.log" 2>&1 || { tail -60 "$logs/build.log"; exit 1; }
-grep -m1 "CUDA statistics kernel" "$logs/build.log"
+grep -m1 "CUDA statistics kernel" "$logs/build.log" | tee -a "$logs/env.txt"
 # nvcc must compile host code with CXX: objects from another GCC crash in
 # this process (libstdc++ mismatch).
-grep -m1 "CUDA host compiler" "$logs/build.log" | tee -a "$logs/env.txt"
-grep -q "CUDA host compiler - $(command -v "$CXX")\$" "$logs/build.log" || { echo "nvcc's host compiler is not $CXX"; exit 1; }
+grep -q "CUDA statistics kernel ON .*host compiler $(command -v "$CXX"))\$" "$logs/build.log" \
+  || { echo "no CUDA kernel, or nvcc's host compiler is not $CXX"; exit 1; }
 rc=0
 if [ "$what" = all ] || [ "$what" = tests ]; then
   # Tests sharing a compiled package run on one worker (xdist groups); each
