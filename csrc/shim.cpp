@@ -232,6 +232,19 @@ std::string record_tensor(int32_t action, const Where& where, const at::Tensor* 
     emit(settings, format_record(r, json));
     return "";
   }
+  if (phase == AOTI_DEBUG_PRINTER_BEFORE_LAUNCH && where.role == role_name(AOTI_DEBUG_PRINTER_ROLE_WRITE)) {
+    // An output before its kernel writes it holds leftover memory: statistics
+    // of it would look like the bug being chased, and cost a pass and a file.
+    Contents unwritten;
+    unwritten.stats.unsupported = "output, not yet written: no statistics";
+    const TensorRecord r = describe(where, *t, unwritten);
+    if (action == AOTI_DEBUG_PRINTER_SAVE) {
+      saving([&] { append_to_manifest(settings.dump_dir, format_json(r) + "\n"); });
+    } else {
+      emit(settings, format_record(r, json));
+    }
+    return "";
+  }
   TensorRecord r;
   if (action == AOTI_DEBUG_PRINTER_SAVE) {
     // A snapshot needs every element on the host anyway: one copy, and the

@@ -52,10 +52,26 @@ class NanMaker(torch.nn.Module):
         return torch.log(torch.relu(x @ self.weight) - 1) * 2
 
 
+# A custom op as users define them with torch.library.Library: AOTInductor
+# calls it through its proxy executor.
+_LIBRARY = torch.library.Library("adp_models", "DEF")
+_LIBRARY.define("scale_rows(Tensor x, Tensor s) -> Tensor")
+for _key in ("CPU", "CUDA"):
+    _LIBRARY.impl("scale_rows", lambda x, s: x * s[:, None], _key)
+_LIBRARY.impl("scale_rows", lambda x, s: torch.empty_like(x), "Meta")
+
+
+class CustomOp(torch.nn.Module):
+    """A fused kernel, the custom op, then a fused kernel that reads its output."""
+
+    def forward(self, x, s):
+        return torch.ops.adp_models.scale_rows(torch.relu(x) + 1, s).sum(1)
+
+
 def build(name: str, device: str = "cpu"):
     torch.manual_seed(0)
     model = {"mlp": MLP, "addmm": Addmm, "twice_mm": TwiceMM, "dynamic": Dynamic,
-             "nan_maker": NanMaker}[name]()
+             "nan_maker": NanMaker, "custom_op": CustomOp}[name]()
     model = model.eval().to(device)
     if name in ("mlp", "nan_maker"):
         inputs = (torch.randn(3, 8),)
@@ -63,6 +79,8 @@ def build(name: str, device: str = "cpu"):
         inputs = (torch.randn(5, 3),)
     elif name == "addmm":
         inputs = (torch.randn(4, 5),)
+    elif name == "custom_op":
+        inputs = (torch.randn(4, 8), torch.randn(4))
     else:
         inputs = (torch.randn(4, 6), torch.randn(6, 7), torch.randn(7, 3))
     return model, tuple(t.to(device) for t in inputs)

@@ -111,6 +111,15 @@ def test_level2_records_every_kernel(package, records):
                 seen.append(r["kernel"])
         assert seen == kernels
     assert {r["run"] for r in recs} == {recs[0]["run"]}
+    # Every output before launch: its metadata, no statistics of leftover
+    # memory; after launch, its statistics.
+    unwritten = [r for r in recs if r["phase"] == "before_launch" and r["role"] == "write"]
+    assert {r["kernel"] for r in unwritten} == set(kernels)
+    for r in unwritten:
+        assert r["stats"] is None and r["problem"] == "output, not yet written: no statistics"
+        assert "values" not in r and r["shape"]
+        assert [a for a in recs if a["phase"] == "after_launch" and a["launch"] == r["launch"]
+                and a["arg"] == r["arg"]][0]["stats"] is not None
     assert [r["launch"] for r in recs if r["phase"] != "model_input"] == sorted(
         r["launch"] for r in recs if r["phase"] != "model_input")
     # The last kernel's output is the model's output: same statistics.
@@ -152,11 +161,48 @@ def test_aten_fallback_records_inputs_constants_and_output(package, records):
     assert torch.equal(out, run(package("addmm", 0), "addmm"))
 
 
+def test_custom_op_called_through_the_proxy_executor_is_recorded(package, records, dump_dir):
+    path = package("custom_op", 2)
+    source = wrapper_source(path)
+    assert "aoti_torch_proxy_executor_call_function" in source
+    assert "adp_models::scale_rows" in launches(source, 0)
+    assert "adp_models::scale_rows" in launches(source, 1)
+    out = run(path, "custom_op")
+    recs = [r for r in records() if r["event"] == "tensor" and r["kernel"] == "adp_models::scale_rows"]
+    before = {r["arg"]: r for r in recs if r["phase"] == "before_launch"}
+    after = {r["arg"]: r for r in recs if r["phase"] == "after_launch"}
+    # Both inputs before and after; the output, which the call makes, after.
+    assert len(before) == 2 and {r["role"] for r in before.values()} == {"read"}
+    (made,) = set(after) - set(before)
+    assert after[made]["role"] == "write" and after[made]["node"] == "scale_rows"
+    _, (x, s) = models.build("custom_op")
+    expected = aoti_debug_printer.stats((torch.relu(x) + 1) * s[:, None])
+    for key in ("min", "max", "mean", "std"):
+        assert after[made]["stats"][key] == pytest.approx(expected[key])
+    assert torch.equal(out, run(package("custom_op", 0), "custom_op"))
+    # Level 1 saves what the op made.
+    run(package("custom_op", 1), "custom_op")
+    manifest = [json.loads(line) for line in (dump_dir / "manifest.jsonl").read_text().splitlines()]
+    (saved,) = [r for r in manifest
+                if r["kernel"] == "adp_models::scale_rows" and r["phase"] == "after_launch"
+                and r["arg"] == made]
+    torch.testing.assert_close(torch.load(dump_dir / saved["file"], weights_only=True),
+                               (torch.relu(x) + 1) * s[:, None])
+
+
 def test_level1_saves_loadable_snapshots(package, dump_dir):
     out = run(package("twice_mm", 1), "twice_mm", repeat=2)
     manifest = [json.loads(line)
                 for line in (dump_dir / "manifest.jsonl").read_text().splitlines()]
     files = sorted(p.name for p in dump_dir.glob("*.pt"))
+    # Outputs before launch hold leftover memory: a manifest line says so,
+    # with no file and no statistics.
+    unwritten = [r for r in manifest if "file" not in r]
+    assert unwritten and all(
+        r["phase"] == "before_launch" and r["role"] == "write" and r["stats"] is None
+        and r["problem"] == "output, not yet written: no statistics" for r in unwritten)
+    manifest = [r for r in manifest if "file" in r]
+    assert not [r for r in manifest if r["phase"] == "before_launch" and r["role"] == "write"]
     assert sorted(r["file"] for r in manifest) == files
     assert all(":" not in f for f in files)
     assert len({r["run"] for r in manifest}) == 2
@@ -168,8 +214,7 @@ def test_level1_saves_loadable_snapshots(package, dump_dir):
         assert str(t.dtype) == "torch." + r["dtype"]
         for key in ("run", "launch", "call", "kernel", "arg", "phase", "stats"):
             assert key in r
-        # Before launch, outputs hold whatever memory had: statistics cover
-        # the finite values only.
+        # Statistics cover the finite values only.
         finite = t.double()[torch.isfinite(t)]
         assert r["stats"]["finite"] == finite.numel()
         if finite.numel():

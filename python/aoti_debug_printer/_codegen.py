@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import logging
 import re
+from contextlib import contextmanager
 from enum import Enum
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from ._filter import KernelFilter
-from ._provenance import Held, Provenance
+from ._provenance import Held, Provenance, Writes
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +122,12 @@ class DebugPrinterManager:
         self._preamble_written = False
         self._run_started = False
         self._provenance = Provenance()
+        # Arguments that exist only once the kernel returns (the outputs of
+        # a proxy-executor call): recorded after launch only.
+        self._outputs_made_by_call: frozenset[str] = frozenset()
+        # What the kernel writes, where the caller knows it from the op's
+        # schema; else the provenance reads it off the call line.
+        self._writes_of_call: Writes | None = None
         # What each argument of the kernel being written holds, before and
         # after its launch (set on entering, see _provenance).
         self._held: tuple[dict[str, Held], dict[str, Held]] = ({}, {})
@@ -149,6 +156,8 @@ class DebugPrinterManager:
         # Kept as the caller's list and filtered at emission: the JIT wrapper
         # appends "out=buf" to it after this call, before entering.
         self.args_to_print_or_save = args_to_print_or_save
+        self._outputs_made_by_call = frozenset()
+        self._writes_of_call = None
 
     def _names(self) -> list[str]:
         args = [a[4:] if isinstance(a, str) and a.startswith("out=") else a
@@ -167,9 +176,11 @@ class DebugPrinterManager:
     def __enter__(self):
         names = self._names()
         if self._action() is not None and not self._skip_kernel:
-            self._held = self._provenance.kernel_call(self.kernel_name, [_label(n) for n in names])
+            self._held = self._provenance.kernel_call(self.kernel_name, [_label(n) for n in names],
+                                                      self._writes_of_call)
         self._perform_debug_print_or_save_helper(
-            names, self.kernel_name, before_launch=True, arg_signatures=self.arg_signatures)
+            [n for n in names if n not in self._outputs_made_by_call], self.kernel_name,
+            before_launch=True, arg_signatures=self.arg_signatures)
 
     def __exit__(self, *exc_info):
         self._perform_debug_print_or_save_helper(
@@ -318,3 +329,97 @@ class DebugPrinterManager:
         with wrapper.prefix.indent(indent):
             for start in self._run_start_lines(inputs):
                 wrapper.prefix.writeline(start)
+
+
+def _op_name(op) -> str:
+    """mylib::scale_rows, mylib::scale_rows.out: the name users wrote."""
+    schema = getattr(op, "_schema", None)
+    if schema is None:
+        return str(op)
+    return schema.name + (f".{schema.overload_name}" if schema.overload_name else "")
+
+
+def _tensor_names(values) -> list[str]:
+    from torch._inductor import ir
+
+    names: list[str] = []
+    for value in values:
+        if isinstance(value, (list, tuple)):
+            names += _tensor_names(value)
+        elif isinstance(value, ir.IRNode) and not isinstance(value, ir.ReinterpretView):
+            # Views are passed as temporaries made on the call line: the
+            # buffers they view are recorded where their kernels write them.
+            try:
+                names.append(value.get_name())
+            except (AttributeError, NotImplementedError):
+                pass
+    return names
+
+
+@contextmanager
+def fallback_call_records(printer, op, raw_args, output_args):
+    """Records around a call through AOTInductor's proxy executor: the op's
+    tensor arguments before and after, its outputs (made by the call) after.
+
+    Inductor writes these calls while it schedules, but renders generated
+    kernels' calls later, and the records of every kernel are decided as
+    its call renders (see _provenance): so these are wrapper lines too,
+    decided when rendered, in order."""
+    if not isinstance(printer, DebugPrinterManager):
+        yield
+        return
+    inputs = _tensor_names(raw_args)
+    returned = _variables(_flatten(output_args))
+    outputs = [o for o in returned if o not in inputs]
+    # Arguments the schema lets the op write (Tensor(a!)); an in-place op
+    # also returns them. raw_args follow the schema's order.
+    schema = getattr(op, "_schema", None)
+    declared: list[str] = []
+    for argument, value in zip(schema.arguments if schema else (), raw_args):
+        if argument.alias_info is not None and argument.alias_info.is_write:
+            declared += _tensor_names([value])
+    writes = Writes(frozenset(outputs), frozenset(declared) | (frozenset(returned) & frozenset(inputs)))
+    line = _fallback_records_line()
+    wrapper = printer_wrapper()
+    wrapper.writeline(line(printer, _op_name(op), inputs + outputs, frozenset(outputs), writes))
+    yield
+    wrapper.writeline(line(printer))
+
+
+def printer_wrapper():
+    from torch._inductor.virtualized import V
+
+    return V.graph.wrapper_code
+
+
+@cache
+def _fallback_records_line():
+    # Made on first use: _codegen is imported while Inductor's wrapper
+    # module is still importing.
+    from torch._inductor.codegen.wrapper import WrapperLine
+
+    class FallbackCallRecords(WrapperLine):
+        """Rendered as the before-launch records of a proxy-executor call
+        (with `kernel`), or its after-launch records (without)."""
+
+        def __init__(self, printer, kernel=None, args=(), made_by_call=frozenset(), writes=None):
+            self.printer, self.kernel, self.args = printer, kernel, list(args)
+            self.made_by_call, self.writes = made_by_call, writes
+
+        def codegen(self, code) -> None:
+            if self.kernel is None:
+                self.printer.__exit__(None, None, None)
+                return
+            self.printer.set_printer_args(self.args, self.kernel, None, None, "extern")
+            self.printer._outputs_made_by_call = self.made_by_call
+            self.printer._writes_of_call = self.writes
+            self.printer.__enter__()
+
+    return FallbackCallRecords
+
+
+def _flatten(values) -> list:
+    out = []
+    for value in values or []:
+        out += _flatten(value) if isinstance(value, (list, tuple)) else [value]
+    return out

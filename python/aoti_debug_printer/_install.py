@@ -31,7 +31,10 @@ _SCHEDULING_MODULES = {
     "torch._inductor.codegen.triton": "TritonScheduling",
     "torch._inductor.codegen.cpp": "CppScheduling",
 }
-_TARGETS = _PRINTER_MODULES + tuple(_SCHEDULING_MODULES)
+# The C++ wrapper's calls of ops that are in no shim (custom ops, through
+# AOTInductor's proxy executor): written without consulting the printer.
+_FALLBACK_MODULE = "torch._inductor.codegen.cpp_wrapper_cpu"
+_TARGETS = _PRINTER_MODULES + tuple(_SCHEDULING_MODULES) + (_FALLBACK_MODULE,)
 
 _lock = threading.RLock()
 _originals: dict[str, object] = {}
@@ -66,6 +69,9 @@ def _printing_requested() -> bool:
 def _patch(module: ModuleType) -> None:
     if module.__name__ in _SCHEDULING_MODULES:
         _note_kernel_nodes_in(module, _SCHEDULING_MODULES[module.__name__])
+        return
+    if module.__name__ == _FALLBACK_MODULE:
+        _record_fallback_calls_in(module)
         return
     from ._codegen import DebugPrinterManager
 
@@ -131,6 +137,34 @@ def _note_kernel_nodes_in(module: ModuleType, class_name: str) -> None:
     codegen_comment._aoti_debug_printer = True  # type: ignore[attr-defined]
     _originals[f"{module.__name__}.{class_name}.{_COMMENT}"] = original
     setattr(cls, _COMMENT, codegen_comment)
+
+
+_FALLBACK_CALLS = "generate_fallback_kernel_with_runtime_lookup_aot"
+
+
+def _record_fallback_calls_in(module: ModuleType) -> None:
+    """AOTInductor calls ops that no C shim covers (custom ops among them)
+    through its proxy executor, a line the printer is never asked about:
+    give those calls records like every other kernel's."""
+    cls = getattr(module, "CppWrapperCpu", None)
+    original = cls.__dict__.get(_FALLBACK_CALLS) if cls is not None else None
+    if original is None:
+        log.warning("aoti-debug-printer: torch %s has no CppWrapperCpu.%s; ops called through "
+                    "the proxy executor get no records", _torch_version(), _FALLBACK_CALLS)
+        return
+    if getattr(original, "_aoti_debug_printer", False):
+        return
+
+    def generate_fallback_kernel_with_runtime_lookup_aot(self, op_overload, raw_args, output_args,
+                                                         *args, **kwargs):
+        from ._codegen import fallback_call_records
+
+        with fallback_call_records(self.debug_printer, op_overload, raw_args, output_args):
+            return original(self, op_overload, raw_args, output_args, *args, **kwargs)
+
+    generate_fallback_kernel_with_runtime_lookup_aot._aoti_debug_printer = True  # type: ignore[attr-defined]
+    _originals[f"{module.__name__}.CppWrapperCpu.{_FALLBACK_CALLS}"] = original
+    setattr(cls, _FALLBACK_CALLS, generate_fallback_kernel_with_runtime_lookup_aot)
 
 
 _CPU_CALLS = "_generate_kernel_call_helper"

@@ -222,12 +222,14 @@ class Provenance:
             self._held = {}
         return self._facts
 
-    def kernel_call(self, kernel_name: str, names: list[str]) -> tuple[dict, dict]:
+    def kernel_call(self, kernel_name: str, names: list[str],
+                    writes: Writes | None = None) -> tuple[dict, dict]:
         """(before, after): what each argument name holds before and after
         the kernel. Called while the wrapper renders the kernel's call line;
-        a kernel whose line says nothing of its writes claims nothing."""
+        `writes` when the caller knows them, else the line's. A kernel whose
+        line says nothing of its writes claims nothing."""
         facts = self._graph_facts()
-        writes = _writes_of_line_being_rendered()
+        writes = writes or _writes_of_line_being_rendered()
         before: dict[str, Held] = {}
         after: dict[str, Held] = {}
         if writes is None:
