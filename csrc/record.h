@@ -91,6 +91,9 @@ struct WatchedArg {
   // A host copy, taken before launch when replay is on.
   at::Tensor host;
   std::string saved_as;
+  // An output the kernel has not written yet: its copy is leftover memory,
+  // never one of the kernel's inputs.
+  bool unwritten_output = false;
 };
 WatchedArg watch(const std::string& name, const at::Tensor& t, bool keep_host_copy);
 

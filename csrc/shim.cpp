@@ -222,8 +222,13 @@ std::string record_tensor(int32_t action, const Where& where, const at::Tensor* 
   const Settings& settings = settings_now();
   if (!settings.rank_selected()) return "";
   const bool defined = t != nullptr && t->defined();
+  const bool unwritten_output = phase == AOTI_DEBUG_PRINTER_BEFORE_LAUNCH &&
+                                where.role == role_name(AOTI_DEBUG_PRINTER_ROLE_WRITE);
   if (state.watching && defined && phase == AOTI_DEBUG_PRINTER_BEFORE_LAUNCH) {
-    state.watched.push_back(watch(where.arg, *t, settings.replay || settings.trap));
+    // The trap needs no copy of leftover memory; a replay saves every argument.
+    state.watched.push_back(
+        watch(where.arg, *t, settings.replay || (settings.trap && !unwritten_output)));
+    state.watched.back().unwritten_output = unwritten_output;
   }
   if (action == AOTI_DEBUG_PRINTER_WATCH) return "";
   const bool json = settings.format == Format::Jsonl;
@@ -232,7 +237,7 @@ std::string record_tensor(int32_t action, const Where& where, const at::Tensor* 
     emit(settings, format_record(r, json));
     return "";
   }
-  if (phase == AOTI_DEBUG_PRINTER_BEFORE_LAUNCH && where.role == role_name(AOTI_DEBUG_PRINTER_ROLE_WRITE)) {
+  if (unwritten_output) {
     // An output before its kernel writes it holds leftover memory: statistics
     // of it would look like the bug being chased, and cost a pass and a file.
     Contents unwritten;
@@ -273,7 +278,7 @@ std::string record_tensor(int32_t action, const Where& where, const at::Tensor* 
   std::vector<TensorRecord> inputs;
   std::vector<std::string> files;
   for (const WatchedArg& a : state.watched) {
-    if (!a.host.defined()) continue;
+    if (!a.host.defined() || a.unwritten_output) continue;
     inputs.push_back(
         describe(input_where(where, a.name), a.host, host_contents(a.host, settings.max_values)));
     files.push_back(a.saved_as);

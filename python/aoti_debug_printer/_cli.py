@@ -10,8 +10,12 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import warnings
 
 log = logging.getLogger("aoti_debug_printer")
+# torch warns at import where NumPy is not installed (CUDA wheels do not
+# pull it in); nothing here uses NumPy, and our errors are one line.
+warnings.filterwarnings("ignore", "Failed to initialize NumPy", UserWarning)
 
 
 def _compare(args) -> int:

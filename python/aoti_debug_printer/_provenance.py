@@ -243,8 +243,16 @@ class Provenance:
 
         graph = facts.graph
         inputs = set(getattr(graph, "graph_inputs", {})) | set(getattr(graph, "constants", {}))
+        # Buffers a kernel updates in place of one it reads (in_out_ptr):
+        # defined by the kernel, but holding its input's value before launch.
+        in_place_of = getattr(getattr(graph, "wrapper_code", None), "reuses", {}) or {}
         for name in names:
-            if name in writes.mutated:
+            if name in writes.defined and name not in self._held and name in in_place_of:
+                held = _read(self._held.get(in_place_of[name]), "")
+                before[name] = (ROLE_READ_WRITE, held[1], held[2])
+                stored = self._stored(facts, name, kernel_name)
+                after[name] = self._held[name] = (ROLE_READ_WRITE, stored[1], stored[2])
+            elif name in writes.mutated:
                 before[name] = _read(self._held.get(name), "")
                 after[name] = self._held[name] = (ROLE_READ_WRITE, "",
                                                   f"changed in place by {kernel_name}")
