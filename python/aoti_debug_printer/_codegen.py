@@ -357,7 +357,7 @@ def _tensor_names(values) -> list[str]:
 
 
 @contextmanager
-def fallback_call_records(printer, op, raw_args, output_args):
+def fallback_call_records(wrapper, op, raw_args, output_args):
     """Records around a call through AOTInductor's proxy executor: the op's
     tensor arguments before and after, its outputs (made by the call) after.
 
@@ -365,6 +365,7 @@ def fallback_call_records(printer, op, raw_args, output_args):
     kernels' calls later, and the records of every kernel are decided as
     its call renders (see _provenance): so these are wrapper lines too,
     decided when rendered, in order."""
+    printer = wrapper.debug_printer
     if not isinstance(printer, DebugPrinterManager):
         yield
         return
@@ -380,16 +381,9 @@ def fallback_call_records(printer, op, raw_args, output_args):
             declared += _tensor_names([value])
     writes = Writes(frozenset(outputs), frozenset(declared) | (frozenset(returned) & frozenset(inputs)))
     line = _fallback_records_line()
-    wrapper = printer_wrapper()
     wrapper.writeline(line(printer, _op_name(op), inputs + outputs, frozenset(outputs), writes))
     yield
     wrapper.writeline(line(printer))
-
-
-def printer_wrapper():
-    from torch._inductor.virtualized import V
-
-    return V.graph.wrapper_code
 
 
 @cache

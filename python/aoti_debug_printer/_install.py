@@ -159,7 +159,7 @@ def _record_fallback_calls_in(module: ModuleType) -> None:
                                                          *args, **kwargs):
         from ._codegen import fallback_call_records
 
-        with fallback_call_records(self.debug_printer, op_overload, raw_args, output_args):
+        with fallback_call_records(self, op_overload, raw_args, output_args):
             return original(self, op_overload, raw_args, output_args, *args, **kwargs)
 
     generate_fallback_kernel_with_runtime_lookup_aot._aoti_debug_printer = True  # type: ignore[attr-defined]
