@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import aoti_debug_printer
+import models
 
 pytestmark = pytest.mark.slow
 
@@ -66,3 +67,24 @@ def test_jit_cpp_wrapper_goes_through_the_same_shim(compiled_at, records):
     kernels = [r["kernel"] for r in recs if r["event"] == "tensor" and r["phase"] == "after_launch"]
     assert "aoti_torch_cpu_mm_out" in kernels and any(k.startswith("cpp_fused_") for k in kernels)
     assert {r["run"] for r in recs} == {recs[0]["run"]} and recs[0]["phase"] == "model_input"
+
+
+def test_custom_op_in_the_python_wrapper_is_recorded(records):
+    """The Python wrapper calls a custom op as `bufN = op(...)`: it gets a
+    launch named after the op, its inputs before and after, its output after."""
+    torch._dynamo.reset()
+    aoti_debug_printer.install()
+    model, (x, s) = models.build("custom_op")
+    with torch._inductor.config.patch({"aot_inductor.debug_intermediate_value_printer": "2"}):
+        got = torch.compile(model)(x, s)
+    torch._dynamo.reset()
+    torch.testing.assert_close(got, model(x, s))
+    recs = [r for r in records() if r["event"] == "tensor" and r["kernel"] == "adp_models::scale_rows"]
+    before = {r["arg"]: r for r in recs if r["phase"] == "before_launch"}
+    after = {r["arg"]: r for r in recs if r["phase"] == "after_launch"}
+    assert len(before) == 2 and {r["role"] for r in before.values()} == {"read"}
+    (made,) = set(after) - set(before)
+    assert after[made]["role"] == "write" and after[made]["node"] == "scale_rows"
+    expected = aoti_debug_printer.stats((torch.relu(x) + 1) * s[:, None])
+    for key in ("min", "max", "mean", "std"):
+        assert after[made]["stats"][key] == pytest.approx(expected[key], rel=1e-5)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from enum import Enum
 from functools import cache
 from pathlib import Path
@@ -356,10 +356,28 @@ def _tensor_names(values) -> list[str]:
     return names
 
 
+def _declared_writes(op, raw_args) -> list[str]:
+    """Arguments the op's schema lets it write (Tensor(a!)); raw_args follow
+    the schema's order."""
+    schema = getattr(op, "_schema", None)
+    declared: list[str] = []
+    for argument, value in zip(schema.arguments if schema else (), raw_args):
+        if argument.alias_info is not None and argument.alias_info.is_write:
+            declared += _tensor_names([value])
+    return declared
+
+
+def _returns_one_tensor(op) -> bool:
+    schema = getattr(op, "_schema", None)
+    return (schema is not None and len(schema.returns) == 1
+            and str(schema.returns[0].type) == "Tensor")
+
+
 @contextmanager
 def fallback_call_records(wrapper, op, raw_args, output_args):
-    """Records around a call through AOTInductor's proxy executor: the op's
-    tensor arguments before and after, its outputs (made by the call) after.
+    """Records around a call through AOTInductor's proxy executor (custom
+    ops, and ops no C shim covers): the op's tensor arguments before and
+    after, its outputs (made by the call) after.
 
     Inductor writes these calls while it schedules, but renders generated
     kernels' calls later, and the records of every kernel are decided as
@@ -372,18 +390,33 @@ def fallback_call_records(wrapper, op, raw_args, output_args):
     inputs = _tensor_names(raw_args)
     returned = _variables(_flatten(output_args))
     outputs = [o for o in returned if o not in inputs]
-    # Arguments the schema lets the op write (Tensor(a!)); an in-place op
-    # also returns them. raw_args follow the schema's order.
-    schema = getattr(op, "_schema", None)
-    declared: list[str] = []
-    for argument, value in zip(schema.arguments if schema else (), raw_args):
-        if argument.alias_info is not None and argument.alias_info.is_write:
-            declared += _tensor_names([value])
-    writes = Writes(frozenset(outputs), frozenset(declared) | (frozenset(returned) & frozenset(inputs)))
+    # An in-place op also returns what it writes.
+    mutated = frozenset(_declared_writes(op, raw_args)) | (frozenset(returned) & frozenset(inputs))
+    writes = Writes(frozenset(outputs), mutated)
     line = _fallback_records_line()
     wrapper.writeline(line(printer, _op_name(op), inputs + outputs, frozenset(outputs), writes))
     yield
     wrapper.writeline(line(printer))
+
+
+def extern_alloc_records(wrapper, extern_kernel, args: list[str]):
+    """Records around the Python wrapper's `bufN = op(args)` line of a custom
+    op or an ATen fallback, written as that line renders: its buffer
+    arguments before and after, bufN (which the call makes) after when it
+    is one tensor (a tuple is unpacked by later lines). What it writes comes
+    from its IR node (see _provenance)."""
+    from torch._inductor import ir
+
+    printer = wrapper.debug_printer
+    if not isinstance(printer, DebugPrinterManager):
+        return nullcontext()
+    op = getattr(extern_kernel, "op_overload", None)
+    one_tensor = _returns_one_tensor(op) if op is not None else isinstance(extern_kernel.layout, ir.Layout)
+    made = [extern_kernel.get_name()] if one_tensor else []
+    kernel = _op_name(op) if op is not None else extern_kernel.get_kernel_name()
+    printer.set_printer_args(list(args) + made, kernel, None, None, "extern")
+    printer._outputs_made_by_call = frozenset(made)
+    return printer
 
 
 @cache
@@ -393,8 +426,8 @@ def _fallback_records_line():
     from torch._inductor.codegen.wrapper import WrapperLine
 
     class FallbackCallRecords(WrapperLine):
-        """Rendered as the before-launch records of a proxy-executor call
-        (with `kernel`), or its after-launch records (without)."""
+        """Rendered as the before-launch records of an op's call (with
+        `kernel`), or its after-launch records (without)."""
 
         def __init__(self, printer, kernel=None, args=(), made_by_call=frozenset(), writes=None):
             self.printer, self.kernel, self.args = printer, kernel, list(args)

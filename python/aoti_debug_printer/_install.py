@@ -89,33 +89,48 @@ def _patch(module: ModuleType) -> None:
         setattr(module, _NAME, DebugPrinterManager)
     if module.__name__ == _PRINTER_MODULES[1]:
         _wrap_python_cpu_kernel_calls(module)
+        _record_python_fallback_calls_in(module)
         _note_lines_in(module)
 
 
-_WRITELINE = "writeline"
+def _wrap_method(module: ModuleType, class_name: str, attr: str, make, missing: str = "",
+                 inherited: bool = False) -> None:
+    """Replaces `class_name.attr` in `module` with make(original), once, and
+    remembers the original for uninstall(). `missing`: what users lose, said
+    in a warning when this torch has no such method."""
+    cls = getattr(module, class_name, None)
+    if cls is None:
+        original = None
+    else:
+        original = getattr(cls, attr, None) if inherited else cls.__dict__.get(attr)
+    if original is None:
+        if missing:
+            log.warning("aoti-debug-printer: torch %s has no %s.%s; %s", _torch_version(),
+                        class_name, attr, missing)
+        return
+    if getattr(original, "_aoti_debug_printer", False):
+        return
+    replacement = make(original)
+    replacement._aoti_debug_printer = True
+    _originals[f"{module.__name__}.{class_name}.{attr}"] = original
+    setattr(cls, attr, replacement)
 
 
 def _note_lines_in(module: ModuleType) -> None:
     """Kernel call lines are rendered after scheduling, when the scheduler
     no longer says which nodes they belong to: note that as each line is
     written (see _provenance.note_line)."""
-    cls = getattr(module, "PythonWrapperCodegen", None)
-    original = cls.__dict__.get(_WRITELINE) if cls is not None else None
-    if original is None or getattr(original, "_aoti_debug_printer", False):
-        return
 
-    def writeline(self, line):
-        from ._provenance import note_line
+    def make(original):
+        def writeline(self, line):
+            from ._provenance import note_line
 
-        note_line(line)
-        return original(self, line)
+            note_line(line)
+            return original(self, line)
 
-    writeline._aoti_debug_printer = True  # type: ignore[attr-defined]
-    _originals[f"{module.__name__}.PythonWrapperCodegen.{_WRITELINE}"] = original
-    setattr(cls, _WRITELINE, writeline)
+        return writeline
 
-
-_COMMENT = "codegen_comment"
+    _wrap_method(module, "PythonWrapperCodegen", "writeline", make)
 
 
 def _note_kernel_nodes_in(module: ModuleType, class_name: str) -> None:
@@ -123,80 +138,77 @@ def _note_kernel_nodes_in(module: ModuleType, class_name: str) -> None:
     before it writes the kernel's call: wrap it, where the class defines
     it, to tell the printer which scheduler nodes that kernel computes.
     Without it the printer claims no provenance for those kernels."""
-    cls = getattr(module, class_name, None)
-    original = cls.__dict__.get(_COMMENT) if cls is not None else None
-    if original is None or getattr(original, "_aoti_debug_printer", False):
-        return
 
-    def codegen_comment(self, node_schedule, kernel_name=None, *args, **kwargs):
-        from ._provenance import note_kernel_nodes
+    def make(original):
+        def codegen_comment(self, node_schedule, kernel_name=None, *args, **kwargs):
+            from ._provenance import note_kernel_nodes
 
-        note_kernel_nodes(kernel_name, node_schedule)
-        return original(self, node_schedule, kernel_name, *args, **kwargs)
+            note_kernel_nodes(kernel_name, node_schedule)
+            return original(self, node_schedule, kernel_name, *args, **kwargs)
 
-    codegen_comment._aoti_debug_printer = True  # type: ignore[attr-defined]
-    _originals[f"{module.__name__}.{class_name}.{_COMMENT}"] = original
-    setattr(cls, _COMMENT, codegen_comment)
+        return codegen_comment
 
-
-_FALLBACK_CALLS = "generate_fallback_kernel_with_runtime_lookup_aot"
+    _wrap_method(module, class_name, "codegen_comment", make)
 
 
 def _record_fallback_calls_in(module: ModuleType) -> None:
     """AOTInductor calls ops that no C shim covers (custom ops among them)
     through its proxy executor, a line the printer is never asked about:
     give those calls records like every other kernel's."""
-    cls = getattr(module, "CppWrapperCpu", None)
-    original = cls.__dict__.get(_FALLBACK_CALLS) if cls is not None else None
-    if original is None:
-        log.warning("aoti-debug-printer: torch %s has no CppWrapperCpu.%s; ops called through "
-                    "the proxy executor get no records", _torch_version(), _FALLBACK_CALLS)
-        return
-    if getattr(original, "_aoti_debug_printer", False):
-        return
 
-    def generate_fallback_kernel_with_runtime_lookup_aot(self, op_overload, raw_args, output_args,
-                                                         *args, **kwargs):
-        from ._codegen import fallback_call_records
+    def make(original):
+        def generate_fallback_kernel_with_runtime_lookup_aot(self, op_overload, raw_args,
+                                                             output_args, *args, **kwargs):
+            from ._codegen import fallback_call_records
 
-        with fallback_call_records(self, op_overload, raw_args, output_args):
-            return original(self, op_overload, raw_args, output_args, *args, **kwargs)
+            with fallback_call_records(self, op_overload, raw_args, output_args):
+                return original(self, op_overload, raw_args, output_args, *args, **kwargs)
 
-    generate_fallback_kernel_with_runtime_lookup_aot._aoti_debug_printer = True  # type: ignore[attr-defined]
-    _originals[f"{module.__name__}.CppWrapperCpu.{_FALLBACK_CALLS}"] = original
-    setattr(cls, _FALLBACK_CALLS, generate_fallback_kernel_with_runtime_lookup_aot)
+        return generate_fallback_kernel_with_runtime_lookup_aot
+
+    _wrap_method(module, "CppWrapperCpu", "generate_fallback_kernel_with_runtime_lookup_aot", make,
+                 "ops called through the proxy executor get no records")
 
 
-_CPU_CALLS = "_generate_kernel_call_helper"
+def _record_python_fallback_calls_in(module: ModuleType) -> None:
+    """The Python (JIT) wrapper writes calls of ops without a generated
+    kernel, `bufN = op(...)` (custom ops and ATen fallbacks), without
+    consulting the printer. The C++ wrapper overrides this method, so only
+    the Python wrapper's calls are wrapped."""
+
+    def make(original):
+        def _generate_extern_kernel_alloc_helper(self, extern_kernel, args, *rest, **kwargs):
+            from ._codegen import extern_alloc_records
+
+            with extern_alloc_records(self, extern_kernel, args):
+                return original(self, extern_kernel, args, *rest, **kwargs)
+
+        return _generate_extern_kernel_alloc_helper
+
+    _wrap_method(module, "PythonWrapperCodegen", "_generate_extern_kernel_alloc_helper", make,
+                 "calls of custom ops and ATen fallbacks in the JIT Python wrapper get no records")
 
 
 def _wrap_python_cpu_kernel_calls(module: ModuleType) -> None:
     """Upstream's Python wrapper writes C++ kernel calls (CPU, JIT) without
     consulting the printer; wrap that one branch so JIT on CPU has records."""
-    cls = getattr(module, "PythonWrapperCodegen", None)
-    original = getattr(cls, _CPU_CALLS, None) if cls is not None else None
-    if original is None:
-        log.warning("aoti-debug-printer: torch %s has no PythonWrapperCodegen.%s; "
-                    "C++ kernels in the JIT Python wrapper get no records", _torch_version(),
-                    _CPU_CALLS)
-        return
-    if getattr(original, "_aoti_debug_printer", False):
-        return
 
-    def generate_kernel_call_helper(self, kernel_name, call_args, *args, **kwargs):
-        from torch._inductor.virtualized import V
+    def make(original):
+        def generate_kernel_call_helper(self, kernel_name, call_args, *args, **kwargs):
+            from torch._inductor.virtualized import V
 
-        device = kwargs.get("device") or V.graph.get_current_device_or_throw()
-        if kwargs.get("triton", True) or device.type != "cpu" or V.graph.cpp_wrapper:
-            return original(self, kernel_name, call_args, *args, **kwargs)
-        printer = self.debug_printer
-        printer.set_printer_args(list(call_args), kernel_name, None, None, "cpp")
-        with printer:
-            return original(self, kernel_name, call_args, *args, **kwargs)
+            device = kwargs.get("device") or V.graph.get_current_device_or_throw()
+            if kwargs.get("triton", True) or device.type != "cpu" or V.graph.cpp_wrapper:
+                return original(self, kernel_name, call_args, *args, **kwargs)
+            printer = self.debug_printer
+            printer.set_printer_args(list(call_args), kernel_name, None, None, "cpp")
+            with printer:
+                return original(self, kernel_name, call_args, *args, **kwargs)
 
-    generate_kernel_call_helper._aoti_debug_printer = True  # type: ignore[attr-defined]
-    _originals[f"{module.__name__}.PythonWrapperCodegen.{_CPU_CALLS}"] = original
-    setattr(cls, _CPU_CALLS, generate_kernel_call_helper)
+        return generate_kernel_call_helper
+
+    _wrap_method(module, "PythonWrapperCodegen", "_generate_kernel_call_helper", make,
+                 "C++ kernels in the JIT Python wrapper get no records", inherited=True)
 
 
 class _PatchingLoader(importlib.abc.Loader):
