@@ -45,6 +45,10 @@ enum {
   // The compile-time filter did not select this kernel: it has no records,
   // and the run-time filter cannot select it.
   AOTI_DEBUG_PRINTER_UNSELECTED = 4,
+  // The kernel writes memory that none of its records name (a view passed
+  // as an expression, or writes the code generator does not know): the
+  // write guard vouches for no buffer across it.
+  AOTI_DEBUG_PRINTER_WRITES_UNSEEN = 8,
 };
 
 // Where a record sits relative to its kernel launch.
@@ -62,6 +66,12 @@ enum {
   AOTI_DEBUG_PRINTER_ROLE_READ_WRITE = 3,  // changes a value it was given (in place)
 };
 
+// Why a tensor record returns nonzero: the caller must stop the run.
+enum {
+  AOTI_DEBUG_PRINTER_STOPPED_BY_TRAP = 1,   // the NaN/Inf trap fired
+  AOTI_DEBUG_PRINTER_STOPPED_BY_GUARD = 2,  // the write guard found a kernel writing where it must not
+};
+
 // Every function below catches all exceptions: a failure is reported on the
 // output (once for repeated save failures) and the model keeps running.
 
@@ -74,7 +84,8 @@ void aoti_debug_printer_begin_run(void);
 // stop the run (the CUDA context is lost).
 int32_t aoti_debug_printer_launch(int32_t phase, const char* kernel, int32_t flags);
 // One tensor argument: print a record or save a snapshot. Returns nonzero
-// when the NaN/Inf trap fired (reported already); the caller must stop.
+// (AOTI_DEBUG_PRINTER_STOPPED_BY_*) when the NaN/Inf trap or the write guard
+// fired (reported already); the caller must stop.
 int32_t aoti_debug_printer_tensor(
     int32_t action, int32_t phase, const char* kernel, const char* arg,
     AtenTensorHandle tensor);
@@ -207,11 +218,13 @@ inline void value(const aoti_debug_printer_api* api, int32_t action, int32_t pha
     // before it, and the record goes without role and reason.
     const bool held = api->size >= offsetof(aoti_debug_printer_api, tensor_held) +
                                        sizeof(api->tensor_held);
-    if ((held ? api->tensor_held(action, phase, kernel, arg, node, why, role, h)
-              : api->tensor_of_node(action, phase, kernel, arg, node, h)) != 0) {
-      throw std::runtime_error(std::string("aoti-debug-printer: NaN/Inf trap at ") +
-                               (*kernel ? kernel : "model input") + " " + arg +
-                               "; its record is above");
+    const int32_t stop = held ? api->tensor_held(action, phase, kernel, arg, node, why, role, h)
+                              : api->tensor_of_node(action, phase, kernel, arg, node, h);
+    if (stop != 0) {
+      throw std::runtime_error(
+          std::string("aoti-debug-printer: ") +
+          (stop == AOTI_DEBUG_PRINTER_STOPPED_BY_GUARD ? "write guard" : "NaN/Inf trap") + " at " +
+          (*kernel ? kernel : "model input") + " " + arg + "; its record is above");
     }
   } else if constexpr (std::is_same_v<T, bool>) {
     api->boolean(action, phase, kernel, arg, v ? 1 : 0);

@@ -68,13 +68,13 @@ void record(int32_t action, int32_t phase, const std::string& kernel, const std:
   w.node = node;
   w.why = why;
   w.role = role_name(role);
-  std::string trapped;
+  Stop stop;
   if (THPVariable_Check(value.ptr())) {
     const at::Tensor t = THPVariable_Unpack(value.ptr());
     py::gil_scoped_release no_gil;
-    trapped = record_tensor(action, w, &t);
+    stop = record_tensor(action, w, &t);
   } else if (value.is_none()) {
-    trapped = record_tensor(action, w, nullptr);
+    stop = record_tensor(action, w, nullptr);
   } else if (py::isinstance<py::bool_>(value)) {
     record_scalar(action, w, "bool", value.cast<bool>() ? "true" : "false");
   } else if (py::isinstance<py::int_>(value)) {
@@ -84,7 +84,7 @@ void record(int32_t action, int32_t phase, const std::string& kernel, const std:
   } else {
     record_scalar(action, w, Py_TYPE(value.ptr())->tp_name, py::str(value));
   }
-  if (!trapped.empty()) throw std::runtime_error("aoti-debug-printer: NaN/Inf trap: " + trapped);
+  if (stop.code != 0) throw std::runtime_error("aoti-debug-printer: " + stop.message);
 }
 
 // The JIT wrapper's launch event: a CUDA error found after a kernel becomes

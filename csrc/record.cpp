@@ -358,6 +358,41 @@ std::string format_trap(const Where& where, const TensorStats& stats, const std:
   return out.str();
 }
 
+std::string format_guard(const GuardFinding& f, bool json) {
+  std::ostringstream out;
+  if (json) {
+    out << "{\"event\": \"guard\", " << json_where(f.where) << ", \"kind\": " << json_string(f.kind)
+        << ", \"message\": " << json_string(f.message) << ", \"numel\": " << f.numel
+        << ", \"changed\": " << f.changed << ", \"first_index\": " << f.first_index
+        << ", \"writer\": " << json_string(f.writer) << ", \"between\": [";
+    for (size_t i = 0; i < f.between.size(); ++i) out << (i ? ", " : "") << json_string(f.between[i]);
+    out << "], \"culprit\": " << json_string(f.culprit) << ", \"files\": {";
+    for (size_t i = 0; i < f.files.size(); ++i) {
+      out << (i ? ", " : "") << json_string(f.files[i].first) << ": " << json_string(f.files[i].second);
+    }
+    out << "}}\n";
+    return out.str();
+  }
+  Where w = f.where;
+  w.phase = "WRITE GUARD at " + w.phase;
+  out << where_text(w, ": " + f.message) << "\n";
+  if (f.changed >= 0) {
+    out << "    " << f.changed << " of " << f.numel << " elements changed, the first at index "
+        << f.first_index << "\n";
+  }
+  if (!f.writer.empty()) out << "    written by " << f.writer << "\n";
+  if (!f.between.empty()) {
+    out << "    kernels launched between writer and reader:";
+    for (const std::string& k : f.between) out << " " << k << ";";
+    out << "\n";
+  }
+  if (!f.writer.empty()) {
+    out << "    changed by: " << (f.culprit.empty() ? "not known" : f.culprit) << "\n";
+  }
+  for (const auto& [what, file] : f.files) out << "    " << what << " saved as " << file << "\n";
+  return out.str();
+}
+
 std::string format_scalar(const Where& where, const char* type, const std::string& value,
                           bool json) {
   if (json) {

@@ -108,6 +108,24 @@ std::string format_trap(const Where& where, const TensorStats& stats, const std:
                         const std::vector<TensorRecord>& inputs, bool json,
                         const std::vector<std::string>& files = {});
 
+// What the write guard found: a kernel changed an argument it only reads
+// (`where` is its after-launch record), or a buffer changed between the
+// kernel that wrote it and the next kernel that reads it (`where` is the
+// reader's before-launch record).
+struct GuardFinding {
+  Where where;
+  std::string kind;     // "read_only_argument_changed" or "overwritten_before_read"
+  std::string message;  // one line that says it all
+  int64_t numel = 0;
+  int64_t changed = -1;      // elements changed; -1 when not known (only a fingerprint)
+  int64_t first_index = -1;  // row-major index of the first changed element
+  std::string writer;        // the kernel that wrote the buffer, with its launch
+  std::vector<std::string> between;  // kernels launched between writer and reader
+  std::string culprit;       // what changed it, when the guard could tell
+  std::vector<std::pair<std::string, std::string>> files;  // (what, file) saved
+};
+std::string format_guard(const GuardFinding& f, bool json);
+
 // JSON helpers shared with the saver.
 std::string json_string(const std::string& s);
 std::string json_where(const Where& w);

@@ -1,5 +1,7 @@
 #include "save.h"
 
+#include "settings.h"
+
 #include <caffe2/serialize/inline_container.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 
@@ -245,6 +247,31 @@ std::string save_snapshot(const std::string& dir, const TensorRecord& record,
   append_line(dir + "/manifest.jsonl",
               format_json(record, ", \"file\": " + json_string(name)) + "\n");
   return name;
+}
+
+namespace {
+struct SaveFailures {
+  std::atomic<int64_t> count{0};
+  ~SaveFailures() {
+    const int64_t n = count.load();
+    if (n > 1) report_error(std::to_string(n) + " snapshots in all could not be saved");
+  }
+} failures;
+} // namespace
+
+void saving(const std::function<void()>& save) {
+  try {
+    save();
+  } catch (const std::exception& e) {
+    if (failures.count.fetch_add(1) == 0) {
+      report_error(std::string(e.what()) +
+                   "; the model keeps running, and further save failures are only counted");
+    }
+  }
+}
+
+int64_t save_failures() {
+  return failures.count.load();
 }
 
 } // namespace aoti_debug_printer

@@ -4,6 +4,7 @@
 
 #include "record.h"
 
+#include <functional>
 #include <string>
 
 namespace aoti_debug_printer {
@@ -14,6 +15,13 @@ namespace aoti_debug_printer {
 // directory and the OS error; nothing half-written is left under a final name.
 std::string save_snapshot(const std::string& dir, const TensorRecord& record,
                           const at::Tensor& host);
+
+// Runs `save`. The first failure is reported in full; later ones are only
+// counted and summed up once when the process exits, so a full disk gives
+// one error, not thousands. The model keeps running either way.
+void saving(const std::function<void()>& save);
+// Number of snapshots that could not be saved since the process started.
+int64_t save_failures();
 
 // Appends one JSON line (newline included) to dir/manifest.jsonl, creating
 // the directory if needed. Throws std::runtime_error like save_snapshot.

@@ -146,6 +146,15 @@ const std::vector<OptionInfo>& table() {
        "stop at the first kernel whose outputs gain NaN or Inf (levels 1 and 2)",
        [](S& s, V v) { s.trap = flag("trap", v); },
        [](const S& s) { return on_off(s.trap); }},
+      {"guard", "AOTI_DEBUG_PRINTER_GUARD", "",
+       "0 off; 1 stop at a kernel that writes where it must not (levels 1 and 2); "
+       "2 also name the kernel that overwrote a buffer (slow)",
+       [](S& s, V v) {
+         const int64_t guard = whole_number("guard", v, 0);
+         if (guard > 2) throw std::invalid_argument("guard must be 0, 1 or 2, got '" + v + "'");
+         s.guard = static_cast<int>(guard);
+       },
+       [](const S& s) { return std::to_string(s.guard); }},
   };
   return options;
 }

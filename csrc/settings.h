@@ -52,6 +52,11 @@ struct Settings {
   // AOTI_DEBUG_PRINTER_TRAP=1: stop at the first kernel whose outputs gain
   // NaN or Inf (levels 1 and 2), and at model inputs that hold them.
   bool trap = false;
+  // AOTI_DEBUG_PRINTER_GUARD (levels 1 and 2): 1 stops at a kernel that
+  // changes an argument it only reads, and at a buffer whose value changed
+  // between the kernel that wrote it and the next that reads it; 2 also
+  // checks every live buffer around each kernel, to name the one that did.
+  int guard = 0;
 
   // Whether this process records at all under `ranks`.
   bool rank_selected() const;

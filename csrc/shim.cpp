@@ -3,6 +3,7 @@
 #include "aoti_debug_printer.h"
 
 #include "device.h"
+#include "guard.h"
 #include "save.h"
 #include "settings.h"
 #include "shim.h"
@@ -30,33 +31,11 @@ struct ThreadState {
   bool syncing = false;
   bool watching = false;  // syncing, or trapping NaN/Inf
   bool selected = true;   // by the compile-time and the run-time filter
+  bool guarding = false;  // the write guard watches this kernel's records
   std::vector<WatchedArg> watched;
 };
 thread_local ThreadState state;
 std::atomic<int64_t> next_run{0};
-
-// The first save failure is reported in full; later ones are counted and
-// summed up once when the process exits, so a full disk gives one error,
-// not thousands.
-struct SaveFailures {
-  std::atomic<int64_t> count{0};
-  ~SaveFailures() {
-    const int64_t n = count.load();
-    if (n > 1) report_error(std::to_string(n) + " snapshots in all could not be saved");
-  }
-} failures;
-
-template <typename F>
-void saving(F&& save) {
-  try {
-    save();
-  } catch (const std::exception& e) {
-    if (failures.count.fetch_add(1) == 0) {
-      report_error(std::string(e.what()) +
-                   "; the model keeps running, and further save failures are only counted");
-    }
-  }
-}
 
 template <typename F>
 void guarded(const char* function, F&& body) noexcept {
@@ -100,6 +79,7 @@ void begin_run() {
   state.launch = -1;
   state.call = -1;
   state.calls.clear();
+  guard::begin_run();
 }
 
 namespace {
@@ -152,7 +132,7 @@ std::string launch(int32_t phase, const std::string& kernel, int32_t flags) {
   }
   const Settings& settings = settings_now();
   if (level == 0 || !settings.rank_selected()) {
-    state.syncing = state.watching = state.selected = false;
+    state.syncing = state.watching = state.selected = state.guarding = false;
     return "";
   }
   const bool json = settings.format == Format::Jsonl;
@@ -163,6 +143,12 @@ std::string launch(int32_t phase, const std::string& kernel, int32_t flags) {
     state.selected = !(flags & AOTI_DEBUG_PRINTER_UNSELECTED) && settings.kernel_selected(kernel);
     state.syncing = settings.sync == Sync::On || (settings.sync == Sync::Auto && names_level);
     state.watching = state.syncing || settings.trap;
+    // The guard needs both records of every argument: levels 1 and 2.
+    state.guarding = settings.guard > 0 && !names_level;
+    if (state.guarding) {
+      guard::before_launch(settings, where_now(phase, kernel, ""),
+                           state.selected && !(flags & AOTI_DEBUG_PRINTER_WRITES_UNSEEN));
+    }
     // Before the first kernel of a run, an error already pending is not
     // this model's: say so rather than blame its first kernel.
     if (state.syncing && state.launch == 0) {
@@ -189,6 +175,9 @@ std::string launch(int32_t phase, const std::string& kernel, int32_t flags) {
       return "kernel " + kernel + " (launch " + std::to_string(w.launch) + ") failed: " + error;
     }
   }
+  if (phase == AOTI_DEBUG_PRINTER_AFTER_LAUNCH && state.guarding) {
+    guard::after_launch(settings, where_now(phase, kernel, ""));
+  }
   const bool announce = level == 3 || (level < 0 && (flags & AOTI_DEBUG_PRINTER_ANNOUNCE));
   if (announce && state.selected) emit(settings, format_launch(where_now(phase, kernel, ""), json));
   return "";
@@ -209,70 +198,56 @@ Where where_now(int32_t phase, const std::string& kernel, const std::string& arg
   return w;
 }
 
-std::string record_tensor(int32_t action, const Where& where, const at::Tensor* t) {
-  const int level = runtime_level();
-  if (level == 0) return "";
-  const int32_t phase = where.phase_id;
-  // Kernel records follow the run-time filter; model inputs belong to none.
-  if (phase == AOTI_DEBUG_PRINTER_BEFORE_LAUNCH || phase == AOTI_DEBUG_PRINTER_AFTER_LAUNCH) {
-    if (!state.selected) return "";
-  }
-  action = effective_action(action, phase, level);
-  if (action == 0) return "";
-  const Settings& settings = settings_now();
-  if (!settings.rank_selected()) return "";
-  const bool defined = t != nullptr && t->defined();
-  const bool unwritten_output = phase == AOTI_DEBUG_PRINTER_BEFORE_LAUNCH &&
-                                where.role == role_name(AOTI_DEBUG_PRINTER_ROLE_WRITE);
-  if (state.watching && defined && phase == AOTI_DEBUG_PRINTER_BEFORE_LAUNCH) {
-    // The trap needs no copy of leftover memory; a replay saves every argument.
-    state.watched.push_back(
-        watch(where.arg, *t, settings.replay || (settings.trap && !unwritten_output)));
-    state.watched.back().unwritten_output = unwritten_output;
-  }
-  if (action == AOTI_DEBUG_PRINTER_WATCH) return "";
+namespace {
+
+// The record itself: statistics printed, or a snapshot saved. Returns the
+// statistics, for the trap.
+TensorStats write_record(int32_t action, const Settings& settings, const Where& where,
+                         const at::Tensor& t, bool unwritten_output) {
   const bool json = settings.format == Format::Jsonl;
-  if (!defined) {
-    const TensorRecord r = describe_problem(where, t ? "undefined tensor" : "null tensor handle");
-    emit(settings, format_record(r, json));
-    return "";
-  }
   if (unwritten_output) {
     // An output before its kernel writes it holds leftover memory: statistics
     // of it would look like the bug being chased, and cost a pass and a file.
     Contents unwritten;
     unwritten.stats.unsupported = "output, not yet written: no statistics";
-    const TensorRecord r = describe(where, *t, unwritten);
+    const TensorRecord r = describe(where, t, unwritten);
     if (action == AOTI_DEBUG_PRINTER_SAVE) {
       saving([&] { append_to_manifest(settings.dump_dir, format_json(r) + "\n"); });
     } else {
       emit(settings, format_record(r, json));
     }
-    return "";
+    return {};
   }
   TensorRecord r;
   if (action == AOTI_DEBUG_PRINTER_SAVE) {
     // A snapshot needs every element on the host anyway: one copy, and the
     // manifest's statistics from it.
-    const at::Tensor host = to_host(*t);
-    r = describe(where, *t, host_contents(host, 0));
+    const at::Tensor host = to_host(t);
+    r = describe(where, t, host_contents(host, 0));
     saving([&] { save_snapshot(settings.dump_dir, r, host); });
   } else {
-    r = describe(where, *t, read_contents(*t, settings.max_values));
+    r = describe(where, t, read_contents(t, settings.max_values));
     emit(settings, format_record(r, json));
   }
-  if (!settings.trap || non_finite(r.stats) == 0) return "";
+  return r.stats;
+}
+
+// The NaN/Inf trap, after a record whose statistics are `stats`.
+Stop trap(const Settings& settings, const Where& where, const TensorStats& stats) {
+  const int32_t phase = where.phase_id;
+  const bool json = settings.format == Format::Jsonl;
+  if (!settings.trap || non_finite(stats) == 0) return {};
   if (phase == AOTI_DEBUG_PRINTER_MODEL_INPUT) {
-    emit(settings, format_trap(where, r.stats, "model input " + where.arg +
-                                                   " already holds NaN/Inf: no kernel made it",
+    emit(settings, format_trap(where, stats, "model input " + where.arg +
+                                                 " already holds NaN/Inf: no kernel made it",
                                {}, json));
-    return "model input " + where.arg + " holds NaN/Inf";
+    return {AOTI_DEBUG_PRINTER_STOPPED_BY_TRAP, "NaN/Inf trap: model input " + where.arg + " holds NaN/Inf"};
   }
-  if (phase != AOTI_DEBUG_PRINTER_AFTER_LAUNCH) return "";
+  if (phase != AOTI_DEBUG_PRINTER_AFTER_LAUNCH) return {};
   // Blame the kernel only for values it made: the argument was finite
   // before launch, or was not an argument then (an output).
   for (const WatchedArg& a : state.watched) {
-    if (a.name == where.arg && a.host.defined() && non_finite(compute_stats(a.host)) > 0) return "";
+    if (a.name == where.arg && a.host.defined() && non_finite(compute_stats(a.host)) > 0) return {};
   }
   save_inputs(settings, where);
   std::vector<TensorRecord> inputs;
@@ -283,10 +258,59 @@ std::string record_tensor(int32_t action, const Where& where, const at::Tensor* 
         describe(input_where(where, a.name), a.host, host_contents(a.host, settings.max_values)));
     files.push_back(a.saved_as);
   }
-  emit(settings, format_trap(where, r.stats, "kernel " + where.kernel + " made NaN/Inf in " + where.arg,
+  emit(settings, format_trap(where, stats, "kernel " + where.kernel + " made NaN/Inf in " + where.arg,
                              inputs, json, files));
-  return "kernel " + where.kernel + " (launch " + std::to_string(where.launch) + ") made NaN/Inf in " +
-         where.arg;
+  return {AOTI_DEBUG_PRINTER_STOPPED_BY_TRAP, "NaN/Inf trap: kernel " + where.kernel + " (launch " +
+                                                  std::to_string(where.launch) + ") made NaN/Inf in " +
+                                                  where.arg};
+}
+
+Stop guard_stop(const std::string& message) {
+  return message.empty() ? Stop{} : Stop{AOTI_DEBUG_PRINTER_STOPPED_BY_GUARD, message};
+}
+
+} // namespace
+
+Stop record_tensor(int32_t action, const Where& where, const at::Tensor* t) {
+  const int level = runtime_level();
+  if (level == 0) return {};
+  const int32_t phase = where.phase_id;
+  // Kernel records follow the run-time filter; model inputs belong to none.
+  if (phase == AOTI_DEBUG_PRINTER_BEFORE_LAUNCH || phase == AOTI_DEBUG_PRINTER_AFTER_LAUNCH) {
+    if (!state.selected) return {};
+  }
+  action = effective_action(action, phase, level);
+  if (action == 0) return {};
+  const Settings& settings = settings_now();
+  if (!settings.rank_selected()) return {};
+  const bool defined = t != nullptr && t->defined();
+  const bool read_only = where.role == role_name(AOTI_DEBUG_PRINTER_ROLE_READ);
+  const bool unwritten_output = phase == AOTI_DEBUG_PRINTER_BEFORE_LAUNCH &&
+                                where.role == role_name(AOTI_DEBUG_PRINTER_ROLE_WRITE);
+  if (state.watching && defined && phase == AOTI_DEBUG_PRINTER_BEFORE_LAUNCH) {
+    // The trap needs no copy of leftover memory; a replay saves every argument.
+    state.watched.push_back(
+        watch(where.arg, *t, settings.replay || (settings.trap && !unwritten_output)));
+    state.watched.back().unwritten_output = unwritten_output;
+  }
+  if (action == AOTI_DEBUG_PRINTER_WATCH) return {};
+  const bool guarding = defined && settings.guard > 0 &&
+                        (phase == AOTI_DEBUG_PRINTER_MODEL_INPUT || state.guarding);
+  if (phase == AOTI_DEBUG_PRINTER_AFTER_LAUNCH && read_only) {
+    // An argument the kernel only reads was recorded before launch, and is
+    // unchanged unless the guard says otherwise.
+    return guarding ? guard_stop(guard::after_use(settings, where, *t)) : Stop{};
+  }
+  if (!defined) {
+    const TensorRecord r = describe_problem(where, t ? "undefined tensor" : "null tensor handle");
+    emit(settings, format_record(r, settings.format == Format::Jsonl));
+    return {};
+  }
+  const TensorStats stats = write_record(action, settings, where, *t, unwritten_output);
+  if (Stop stop = trap(settings, where, stats); stop.code != 0) return stop;
+  if (!guarding) return {};
+  return guard_stop(phase == AOTI_DEBUG_PRINTER_AFTER_LAUNCH ? guard::after_use(settings, where, *t)
+                                                              : guard::before_use(settings, where, *t));
 }
 
 void record_scalar(int32_t action, const Where& where, const char* type, const std::string& value) {
@@ -302,10 +326,6 @@ void record_scalar(int32_t action, const Where& where, const char* type, const s
     return;
   }
   emit(settings, format_scalar(where, type, value, settings.format == Format::Jsonl));
-}
-
-int64_t save_failures() {
-  return failures.count.load();
 }
 
 } // namespace aoti_debug_printer
@@ -344,15 +364,15 @@ int32_t aoti_debug_printer_tensor_held(int32_t action, int32_t phase, const char
                                       const char* arg, const char* node, const char* why,
                                       int32_t role, AtenTensorHandle tensor) {
   if (runtime_level() == 0) return 0;  // switched off: build nothing
-  int32_t trapped = 0;
+  int32_t stop = 0;
   guarded(__func__, [&] {
     Where w = where_now(phase, or_empty(kernel), or_empty(arg));
     w.node = or_empty(node);
     w.why = or_empty(why);
     w.role = role_name(role);
-    trapped = record_tensor(action, w, tensor_of(tensor)).empty() ? 0 : 1;
+    stop = record_tensor(action, w, tensor_of(tensor)).code;
   });
-  return trapped;
+  return stop;
 }
 
 int32_t aoti_debug_printer_tensor_of_node(int32_t action, int32_t phase, const char* kernel,

@@ -23,14 +23,17 @@ std::string phase_name(int32_t phase);
 // "read", "write", "read_write"; "" for AOTI_DEBUG_PRINTER_ROLE_UNKNOWN.
 std::string role_name(int32_t role);
 
+// Why a record asks its caller to stop the run: `code` is 0 (go on),
+// AOTI_DEBUG_PRINTER_STOPPED_BY_TRAP or _BY_GUARD; `message` (reported on
+// the output already) names the kernel or the model input.
+struct Stop {
+  int32_t code = 0;
+  std::string message;
+};
+
 // `t == nullptr` stands for a null handle. `action` is AOTI_DEBUG_PRINTER_SAVE,
 // _PRINT or _WATCH. Save failures are reported, never thrown.
-// Returns "" or, when the NaN/Inf trap fired (already reported), a message
-// that names the kernel or the model input.
-std::string record_tensor(int32_t action, const Where& where, const at::Tensor* t);
+Stop record_tensor(int32_t action, const Where& where, const at::Tensor* t);
 void record_scalar(int32_t action, const Where& where, const char* type, const std::string& value);
-
-// Number of snapshots that could not be saved since the process started.
-int64_t save_failures();
 
 } // namespace aoti_debug_printer

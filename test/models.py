@@ -68,10 +68,57 @@ class CustomOp(torch.nn.Module):
         return torch.ops.adp_models.scale_rows(torch.relu(x) + 1, s).sum(1)
 
 
+# Two ops with the bugs the write guard exists for: one changes an input its
+# schema says it only reads; one writes rows past the output it declares.
+_LIBRARY.define("scale_rows_sloppy(Tensor x, Tensor s) -> Tensor")
+_LIBRARY.define("fill_rows_(Tensor(a!) out, Tensor x, int past) -> ()")
+
+
+def _scale_rows_sloppy(x, s):
+    out = x * s[:, None]
+    x.mul_(2)  # not in its schema
+    return out
+
+
+def _fill_rows_(out, x, past):
+    # `past` > 0: a wrong bound, as a bad mask, writes rows after its output.
+    rows = out.shape[0] + past
+    torch.as_strided(out, (rows, out.shape[1]), out.stride()).copy_(x[:1].expand(rows, -1))
+
+
+for _key in ("CPU", "CUDA"):
+    _LIBRARY.impl("scale_rows_sloppy", _scale_rows_sloppy, _key)
+    _LIBRARY.impl("fill_rows_", _fill_rows_, _key)
+_LIBRARY.impl("scale_rows_sloppy", lambda x, s: torch.empty_like(x), "Meta")
+_LIBRARY.impl("fill_rows_", lambda out, x, past: None, "Meta")
+
+
+class UndeclaredMutation(torch.nn.Module):
+    """A kernel writes y, the op reads it (and changes it), a kernel reads it again."""
+
+    def forward(self, x, s):
+        y = torch.relu(x) + 1
+        return (torch.ops.adp_models.scale_rows_sloppy(y, s) + y).sum(1)
+
+
+class FillRows(torch.nn.Module):
+    """Fills input a in place, then reads a and b; the caller passes a and b
+    as two halves of one tensor, so rows past a are b's."""
+
+    def __init__(self, past: int = 0) -> None:
+        super().__init__()
+        self.past = past
+
+    def forward(self, a, b, x):
+        torch.ops.adp_models.fill_rows_(a, torch.relu(x), self.past)
+        return a.sum(0) + b.sum(0) * 2
+
+
 def build(name: str, device: str = "cpu"):
     torch.manual_seed(0)
     model = {"mlp": MLP, "addmm": Addmm, "twice_mm": TwiceMM, "dynamic": Dynamic,
-             "nan_maker": NanMaker, "custom_op": CustomOp}[name]()
+             "nan_maker": NanMaker, "custom_op": CustomOp, "undeclared_mutation": UndeclaredMutation,
+             "fills_rows": FillRows, "writes_past": lambda: FillRows(past=1)}[name]()
     model = model.eval().to(device)
     if name in ("mlp", "nan_maker"):
         inputs = (torch.randn(3, 8),)
@@ -79,7 +126,10 @@ def build(name: str, device: str = "cpu"):
         inputs = (torch.randn(5, 3),)
     elif name == "addmm":
         inputs = (torch.randn(4, 5),)
-    elif name == "custom_op":
+    elif name in ("fills_rows", "writes_past"):
+        halves = torch.randn(8, 4, device=device)
+        return model, (halves[:4], halves[4:], torch.randn(4, 4, device=device))
+    elif name in ("custom_op", "undeclared_mutation"):
         inputs = (torch.randn(4, 8), torch.randn(4))
     else:
         inputs = (torch.randn(4, 6), torch.randn(6, 7), torch.randn(7, 3))

@@ -31,7 +31,7 @@ _PY_MODULE = "_aoti_debug_printer"
 # Values of the C enums in aoti_debug_printer.h.
 SAVE, PRINT, WATCH = 1, 2, 3
 BEFORE_LAUNCH, AFTER_LAUNCH, MODEL_INPUT = 0, 1, 2
-ANNOUNCE, SYNC_BY_DEFAULT, UNSELECTED = 1, 2, 4
+ANNOUNCE, SYNC_BY_DEFAULT, UNSELECTED, WRITES_UNSEEN = 1, 2, 4, 8
 
 
 class IntermediateValueDebuggingLevel(Enum):
@@ -131,6 +131,8 @@ class DebugPrinterManager:
         # What each argument of the kernel being written holds, before and
         # after its launch (set on entering, see _provenance).
         self._held: tuple[dict[str, Held], dict[str, Held]] = ({}, {})
+        # The kernel writes memory that none of its records name.
+        self._writes_unseen = False
 
     # -- the protocol Inductor's wrappers use --------------------------------
 
@@ -178,6 +180,7 @@ class DebugPrinterManager:
         if self._action() is not None and not self._skip_kernel:
             self._held = self._provenance.kernel_call(self.kernel_name, [_label(n) for n in names],
                                                       self._writes_of_call)
+            self._writes_unseen = self._provenance.writes_unseen
         self._perform_debug_print_or_save_helper(
             [n for n in names if n not in self._outputs_made_by_call], self.kernel_name,
             before_launch=True, arg_signatures=self.arg_signatures)
@@ -196,7 +199,8 @@ class DebugPrinterManager:
         phase = BEFORE_LAUNCH if before_launch else AFTER_LAUNCH
         names_only = level is IntermediateValueDebuggingLevel.PRINT_KERNEL_NAMES_ONLY
         flags = ((ANNOUNCE if selected and names_only else 0) | (SYNC_BY_DEFAULT if names_only else 0)
-                 | (0 if selected else UNSELECTED))
+                 | (0 if selected else UNSELECTED)
+                 | (WRITES_UNSEEN if before_launch and self._writes_unseen else 0))
         # Every kernel gets both events, selected or not: launch indices do
         # not depend on the filter, and the after event is where the shim
         # checks for CUDA errors when syncing.
@@ -339,21 +343,29 @@ def _op_name(op) -> str:
     return schema.name + (f".{schema.overload_name}" if schema.overload_name else "")
 
 
-def _tensor_names(values) -> list[str]:
+def _tensor_names(values, views: bool = False) -> list[str]:
+    """Names of the buffers among `values`. Views are passed as temporaries
+    made on the call line, which no record can name: with `views`, each
+    stands as VIEW_OF_UNNAMED_BUFFER (what a kernel writes through one is
+    unseen), else it is left out."""
     from torch._inductor import ir
 
     names: list[str] = []
     for value in values:
         if isinstance(value, (list, tuple)):
-            names += _tensor_names(value)
-        elif isinstance(value, ir.IRNode) and not isinstance(value, ir.ReinterpretView):
-            # Views are passed as temporaries made on the call line: the
-            # buffers they view are recorded where their kernels write them.
+            names += _tensor_names(value, views)
+        elif isinstance(value, ir.ReinterpretView):
+            names += [VIEW_OF_UNNAMED_BUFFER] if views else []
+        elif isinstance(value, ir.IRNode):
             try:
                 names.append(value.get_name())
             except (AttributeError, NotImplementedError):
                 pass
     return names
+
+
+# Stands for a written argument that no record names (see _tensor_names).
+VIEW_OF_UNNAMED_BUFFER = "<a view>"
 
 
 def _declared_writes(op, raw_args) -> list[str]:
@@ -363,7 +375,7 @@ def _declared_writes(op, raw_args) -> list[str]:
     declared: list[str] = []
     for argument, value in zip(schema.arguments if schema else (), raw_args):
         if argument.alias_info is not None and argument.alias_info.is_write:
-            declared += _tensor_names([value])
+            declared += _tensor_names([value], views=True)
     return declared
 
 
@@ -392,7 +404,7 @@ def fallback_call_records(wrapper, op, raw_args, output_args):
     outputs = [o for o in returned if o not in inputs]
     # An in-place op also returns what it writes.
     mutated = frozenset(_declared_writes(op, raw_args)) | (frozenset(returned) & frozenset(inputs))
-    writes = Writes(frozenset(outputs), mutated)
+    writes = Writes(frozenset(outputs), mutated, frozenset(outputs))
     line = _fallback_records_line()
     wrapper.writeline(line(printer, _op_name(op), inputs + outputs, frozenset(outputs), writes))
     yield

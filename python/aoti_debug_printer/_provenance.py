@@ -44,10 +44,12 @@ _WRITES = "_aoti_debug_printer_writes"
 @dataclass(frozen=True)
 class Writes:
     """The buffers a kernel defines (stores a new value in) and the ones it
-    changes in place."""
+    changes in place; `fresh`: those of `defined` that the call allocates
+    itself (no memory anything else held)."""
 
     defined: frozenset[str]
     mutated: frozenset[str]
+    fresh: frozenset[str] = frozenset()
 
 
 def note_kernel_nodes(kernel_name: str | None, node_schedule) -> None:
@@ -122,7 +124,9 @@ def _writes_of_line_being_rendered() -> Writes | None:
             node = getattr(line, "node", None)
             if isinstance(node, ir.ExternKernel):
                 mutated = {n for n in node.get_mutation_names()}
-                return Writes(frozenset({node.get_name()}) - mutated, frozenset(mutated))
+                defined = frozenset({node.get_name()}) - mutated
+                fresh = defined if isinstance(node, ir.ExternKernelAlloc) else frozenset()
+                return Writes(defined, frozenset(mutated), fresh)
             return None
         frame = frame.f_back
     return None
@@ -213,6 +217,9 @@ class Provenance:
         self._facts: _GraphFacts | None = None
         # buffer -> what it holds once its writer has run
         self._held: dict[str, Held] = {}
+        # Set by kernel_call: the kernel writes memory that none of its
+        # arguments' names stand for (or what it writes is not known).
+        self.writes_unseen = False
 
     def _graph_facts(self):
         from torch._inductor.virtualized import V
@@ -232,6 +239,14 @@ class Provenance:
         writes = writes or _writes_of_line_being_rendered()
         before: dict[str, Held] = {}
         after: dict[str, Held] = {}
+        graph = facts.graph
+        # Buffers a kernel updates in place of one it reads (in_out_ptr):
+        # defined by the kernel, but holding its input's value before launch.
+        in_place_of = getattr(getattr(graph, "wrapper_code", None), "reuses", {}) or {}
+        unnamed = ((writes.defined | writes.mutated) - set(names) - writes.fresh
+                   - {in_place_of[n] for n in names if n in in_place_of}
+                   - set(graph.removed_buffers) - set(graph.inplaced_to_remove)) if writes else set()
+        self.writes_unseen = writes is None or any(_has_memory(graph, n) for n in unnamed)
         if writes is None:
             unknown = (ROLE_UNKNOWN, "", f"what {kernel_name} writes is not known to the printer")
             for name in names:
@@ -241,11 +256,7 @@ class Provenance:
                     self._held[name] = unknown
             return before, after
 
-        graph = facts.graph
         inputs = set(getattr(graph, "graph_inputs", {})) | set(getattr(graph, "constants", {}))
-        # Buffers a kernel updates in place of one it reads (in_out_ptr):
-        # defined by the kernel, but holding its input's value before launch.
-        in_place_of = getattr(getattr(graph, "wrapper_code", None), "reuses", {}) or {}
         for name in names:
             if name in writes.defined and name not in self._held and name in in_place_of:
                 held = _read(self._held.get(in_place_of[name]), "")
@@ -271,6 +282,18 @@ class Provenance:
             return (ROLE_READ, "", f"{kernel_name} never stores it "
                     "(its value stays inside the kernel; the buffer keeps what it held)")
         return (ROLE_WRITE, *facts.value_of(name))
+
+
+def _has_memory(graph, name: str) -> bool:
+    """False for names that hold no memory (a user Triton kernel's own node,
+    with NoneLayout); True where unsure."""
+    from torch._inductor import ir
+
+    try:
+        buffer = graph.get_buffer(name)
+    except Exception:  # noqa: BLE001 - internals move between torch releases
+        return True
+    return buffer is None or not isinstance(getattr(buffer, "layout", None), ir.NoneLayout)
 
 
 def _read(held: Held | None, why: str) -> Held:

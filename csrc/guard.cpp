@@ -1,0 +1,321 @@
+#include "guard.h"
+
+#include "aoti_debug_printer.h"
+#include "save.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/StorageImpl.h>
+#include <c10/util/intrusive_ptr.h>
+
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+namespace aoti_debug_printer::guard {
+namespace {
+
+// The elements' bits as integers of the same width, one row-major 1-D
+// tensor (complex: two per element). Undefined where a dtype has none.
+at::Tensor bits_of(const at::Tensor& t) {
+  const at::ScalarType type = t.scalar_type();
+  if (c10::isQIntType(type) || c10::isBitsType(type) || t.layout() != at::kStrided) return {};
+  try {
+    const at::Tensor flat = t.contiguous().reshape({-1});
+    switch (flat.element_size()) {
+      case 1: return flat.view(at::kByte);
+      case 2: return flat.view(at::kShort);
+      case 4: return flat.view(at::kInt);
+      case 8: return flat.view(at::kLong);
+      case 16: return flat.view(at::kLong);  // complex128: two words per element
+      default: return {};
+    }
+  } catch (const c10::Error&) {
+    return {};  // a dtype whose elements have no bits of their own to read
+  }
+}
+
+// Elements per pass: bounds the temporaries to a few hundred MiB.
+constexpr int64_t kChunk = int64_t{1} << 24;
+
+} // namespace
+
+at::Tensor fingerprint(const at::Tensor& t) {
+  const at::Tensor bits = bits_of(t);
+  if (!bits.defined()) return {};
+  // sum over i of mix(word_i) * (2i + 1), wrapping in 64 bits. mix (a
+  // multiply by an odd constant, then an xor-shift) and the odd weight are
+  // both invertible, so changing any one word always changes the sum.
+  constexpr uint64_t kOddBits = 0x9E3779B97F4A7C15ull;
+  constexpr int64_t kOdd = static_cast<int64_t>(kOddBits);
+  constexpr int64_t kLow32 = 0xFFFFFFFFll;
+  at::Tensor sum = at::zeros({}, bits.options().dtype(at::kLong));
+  const int64_t n = bits.numel();
+  for (int64_t start = 0; start < n; start += kChunk) {
+    const int64_t len = std::min(kChunk, n - start);
+    at::Tensor x = bits.narrow(0, start, len).to(at::kLong).mul_(kOdd);
+    // A logical shift by 32: the arithmetic one, masked.
+    x.bitwise_xor_(x.bitwise_right_shift(32).bitwise_and_(kLow32));
+    const at::Tensor weights = at::arange(2 * start + 1, 2 * (start + len) + 1, 2, x.options());
+    sum.add_(x.mul_(weights).sum());
+  }
+  // The element count and type are part of what a buffer holds.
+  return sum.add_(static_cast<int64_t>(static_cast<uint64_t>(n) * kOddBits +
+                                       static_cast<uint64_t>(t.scalar_type())));
+}
+
+Difference difference(const at::Tensor& before, const at::Tensor& after) {
+  Difference d;
+  const at::Tensor a = bits_of(before), b = bits_of(after);
+  if (!a.defined() || !b.defined() || a.numel() != b.numel()) return d;
+  at::Tensor changed = a.ne(b);
+  if (before.is_complex() && before.element_size() == 16) changed = changed.view({-1, 2}).any(1);
+  d.changed = changed.sum().item<int64_t>();
+  if (d.changed > 0) d.first_index = changed.to(at::kByte).argmax().item<int64_t>();
+  return d;
+}
+
+namespace {
+
+// The bytes a tensor's elements occupy: [begin, end) on its device.
+struct Span {
+  c10::Device device{c10::kCPU};
+  uintptr_t begin = 0, end = 0;
+  bool overlaps(const Span& o) const {
+    return device == o.device && begin < o.end && o.begin < end;
+  }
+};
+
+Span span_of(const at::Tensor& t) {
+  Span s;
+  s.device = t.device();
+  if (t.numel() == 0 || !t.has_storage()) return s;
+  int64_t low = 0, high = 0;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    const int64_t extent = (t.size(d) - 1) * t.stride(d);
+    (extent < 0 ? low : high) += extent;
+  }
+  const auto first = reinterpret_cast<uintptr_t>(t.const_data_ptr());
+  s.begin = first + low * t.element_size();
+  s.end = first + (high + 1) * t.element_size();
+  return s;
+}
+
+// A buffer the guard vouches for: its view, the storage it lives in (a weak
+// reference: the guard never keeps memory alive, and a freed buffer is
+// never compared), and what its writer left in it.
+struct Entry {
+  c10::weak_intrusive_ptr<c10::StorageImpl> storage{c10::intrusive_ptr<c10::StorageImpl>()};
+  const c10::StorageImpl* storage_id = nullptr;
+  int64_t offset = 0;
+  std::vector<int64_t> sizes, strides;
+  at::ScalarType dtype = at::kFloat;
+  Span span;
+  at::Tensor fingerprint;
+  std::string buffer, writer;
+  int64_t writer_launch = -1;
+  // Guard 2: where it was first seen changed since its writer.
+  std::string changed_at;
+
+  bool is_view_of(const at::Tensor& t) const {
+    return t.has_storage() && t.storage().unsafeGetStorageImpl() == storage_id &&
+           t.storage_offset() == offset && t.scalar_type() == dtype && t.sizes().vec() == sizes &&
+           t.strides().vec() == strides && !storage.expired();
+  }
+  // The buffer as a tensor again, or undefined once its storage is freed.
+  at::Tensor revive() const {
+    c10::intrusive_ptr<c10::StorageImpl> strong = storage.lock();
+    if (!strong) return {};
+    return at::empty({0}, at::TensorOptions().dtype(dtype).device(span.device))
+        .set_(c10::Storage(std::move(strong)), offset, sizes, strides);
+  }
+};
+
+// One kernel argument, between its kernel's before and after records.
+struct KernelArg {
+  std::string name, role;
+  Span span;
+  at::Tensor before;  // a copy, for arguments the kernel only reads
+};
+
+// Per thread, as the printer's indices: each thread runs its own buffers.
+struct State {
+  std::vector<Entry> entries;
+  std::vector<std::string> launches;  // "kernel (launch n)", this run's, by launch index
+  std::vector<KernelArg> args;        // the current kernel's
+  std::string kernel;                 // the current kernel, with its launch
+};
+thread_local State state;
+
+std::string named(const Where& w) {
+  return w.kernel + " (launch " + std::to_string(w.launch) + ")";
+}
+
+bool reads_only(const std::string& role) {
+  return role == "read";
+}
+
+// Whether the current kernel writes memory that `span` shares, under
+// another name: then a change there is no evidence of anything.
+bool written_by_current_kernel(const Span& span, const std::string& except) {
+  for (const KernelArg& a : state.args) {
+    if (a.name != except && !reads_only(a.role) && a.span.overlaps(span)) return true;
+  }
+  return false;
+}
+
+void forget_overlapping(const Span& span) {
+  std::erase_if(state.entries, [&](const Entry& e) { return e.span.overlaps(span); });
+}
+
+void remember(const Where& w, const at::Tensor& t, const std::string& writer) {
+  const Span span = span_of(t);
+  forget_overlapping(span);
+  if (!t.has_storage() || t.numel() == 0) return;
+  at::Tensor print = fingerprint(t);
+  if (!print.defined()) return;
+  Entry e;
+  e.storage = c10::weak_intrusive_ptr<c10::StorageImpl>(t.storage().getWeakStorageImpl());
+  e.storage_id = t.storage().unsafeGetStorageImpl();
+  e.offset = t.storage_offset();
+  e.sizes = t.sizes().vec();
+  e.strides = t.strides().vec();
+  e.dtype = t.scalar_type();
+  e.span = span;
+  e.fingerprint = std::move(print);
+  e.buffer = w.arg;
+  e.writer = writer;
+  e.writer_launch = w.launch;
+  state.entries.push_back(std::move(e));
+}
+
+bool same(const at::Tensor& a, const at::Tensor& b) {
+  return a.defined() && b.defined() && a.eq(b).item<bool>();
+}
+
+// Guard 2: every buffer still alive is checked; the first change since its
+// writer is noted against `where` (a kernel, or the code between kernels).
+// After a kernel (`after_kernel`), what it writes under its own names is
+// its to change.
+void check_every_buffer(const std::string& where, bool after_kernel) {
+  std::erase_if(state.entries, [](const Entry& e) { return e.storage.expired(); });
+  for (Entry& e : state.entries) {
+    if (!e.changed_at.empty()) continue;
+    if (after_kernel && written_by_current_kernel(e.span, "")) continue;
+    const at::Tensor t = e.revive();
+    if (t.defined() && !same(fingerprint(t), e.fingerprint)) e.changed_at = where;
+  }
+}
+
+std::string save_copy(const Settings& settings, const Where& at, const at::Tensor& t) {
+  std::string file;
+  saving([&] {
+    const at::Tensor host = to_host(t);
+    file = settings.dump_dir + "/" +
+           save_snapshot(settings.dump_dir, describe(at, host, host_contents(host, 0)), host);
+  });
+  return file;
+}
+
+std::string report(const Settings& settings, GuardFinding f) {
+  emit(settings, format_guard(f, settings.format == Format::Jsonl));
+  if (settings.output != "stderr") report_error("write guard: " + f.message);
+  state.entries.clear();  // the run stops here
+  return "write guard: " + f.message;
+}
+
+} // namespace
+
+void begin_run() {
+  state = State{};
+}
+
+void before_launch(const Settings& settings, const Where& launch, bool seen) {
+  if (state.launches.size() <= static_cast<size_t>(std::max<int64_t>(launch.launch, 0))) {
+    state.launches.resize(launch.launch + 1);
+  }
+  state.kernel = named(launch);
+  state.launches[launch.launch] = state.kernel;
+  state.args.clear();
+  if (!seen) {
+    // A kernel without records may write anywhere: vouch for nothing before it.
+    state.entries.clear();
+    return;
+  }
+  if (settings.guard >= 2) {
+    const std::string previous =
+        launch.launch > 0 ? state.launches[launch.launch - 1] : std::string("the run's start");
+    check_every_buffer("code outside any kernel the printer sees, after " + previous, false);
+  }
+}
+
+void after_launch(const Settings& settings, const Where& launch) {
+  if (settings.guard >= 2) check_every_buffer(named(launch), true);
+}
+
+std::string before_use(const Settings& settings, const Where& w, const at::Tensor& t) {
+  if (w.phase_id == AOTI_DEBUG_PRINTER_MODEL_INPUT) {
+    remember(w, t, "the caller (model input " + w.arg + ")");
+    return "";
+  }
+  KernelArg arg{w.arg, w.role, span_of(t), {}};
+  if (w.role == "write") {  // its old contents are the kernel's to overwrite
+    state.args.push_back(std::move(arg));
+    return "";
+  }
+  if (reads_only(w.role)) arg.before = t.clone();
+  state.args.push_back(std::move(arg));
+  const auto held = std::find_if(state.entries.begin(), state.entries.end(),
+                                 [&](const Entry& e) { return e.is_view_of(t); });
+  if (held == state.entries.end() || same(fingerprint(t), held->fingerprint)) return "";
+  GuardFinding f;
+  f.where = w;
+  f.kind = "overwritten_before_read";
+  f.numel = t.numel();
+  f.writer = held->writer;
+  for (int64_t l = held->writer_launch + 1; l < w.launch; ++l) {
+    if (l >= 0 && static_cast<size_t>(l) < state.launches.size()) f.between.push_back(state.launches[l]);
+  }
+  f.culprit = held->changed_at;
+  f.message = w.arg + " changed after " + held->writer + " wrote it and before " + named(w) +
+              " read it: " +
+              (f.culprit.empty() ? "a kernel launched between wrote over it" +
+                                       std::string(settings.guard >= 2
+                                                       ? ""
+                                                       : " (AOTI_DEBUG_PRINTER_GUARD=2 names it)")
+                                 : "changed by " + f.culprit);
+  f.files.emplace_back("now", save_copy(settings, w, t));
+  return report(settings, std::move(f));
+}
+
+std::string after_use(const Settings& settings, const Where& w, const at::Tensor& t) {
+  if (!reads_only(w.role)) {
+    remember(w, t, named(w));
+    return "";
+  }
+  const auto arg = std::find_if(state.args.begin(), state.args.end(),
+                                [&](const KernelArg& a) { return a.name == w.arg; });
+  if (arg == state.args.end() || !arg->before.defined()) return "";
+  const Difference d = difference(arg->before, t);
+  if (d.changed == 0) return "";
+  if (written_by_current_kernel(arg->span, arg->name)) {
+    // It shares memory with an argument the kernel writes: changed as it may.
+    remember(w, t, named(w));
+    return "";
+  }
+  GuardFinding f;
+  f.where = w;
+  f.kind = "read_only_argument_changed";
+  f.numel = t.numel();
+  f.changed = d.changed;
+  f.first_index = d.first_index;
+  f.culprit = named(w);
+  f.message = "kernel " + named(w) + " changed " + w.arg + ", an argument it only reads";
+  Where before = w;
+  before.phase = "before_launch";
+  before.phase_id = AOTI_DEBUG_PRINTER_BEFORE_LAUNCH;
+  f.files.emplace_back("before launch", save_copy(settings, before, arg->before));
+  f.files.emplace_back("after launch", save_copy(settings, w, t));
+  return report(settings, std::move(f));
+}
+
+} // namespace aoti_debug_printer::guard

@@ -1,0 +1,113 @@
+"""The write guard: it names the kernel that changed memory it had no right
+to change, and says nothing on correct models (test_findings runs it on
+six architectures). Real AOTInductor compiles and runs, on CPU and, where
+a GPU is present, on CUDA."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+import aoti_debug_printer
+import models
+
+pytestmark = pytest.mark.slow
+
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
+
+
+def run_guarded(package_path, inputs, guard: int, output):
+    runner = torch._inductor.aoti_load_package(str(package_path))
+    with aoti_debug_printer.options(guard=guard, format="jsonl", output=output, max_values=0):
+        return runner(*inputs)
+
+
+def findings(output) -> list[dict]:
+    lines = [json.loads(line) for line in output.read_text().splitlines()]
+    return [r for r in lines if r["event"] == "guard"]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_op_that_changes_an_input_it_only_reads_is_named(package, tmp_path, dump_dir, device):
+    path = package("undeclared_mutation", 2, device=device)
+    _, (x, s) = models.build("undeclared_mutation", device)
+    y = torch.relu(x) + 1
+    # Off, the model runs on with the wrong result.
+    assert torch.equal(run_guarded(path, (x, s), 0, tmp_path / "off.jsonl"), (y * s[:, None] + 2 * y).sum(1))
+    assert findings(tmp_path / "off.jsonl") == []
+
+    with pytest.raises(RuntimeError, match="write guard"):
+        run_guarded(path, (x, s), 1, tmp_path / "on.jsonl")
+    (found,) = findings(tmp_path / "on.jsonl")
+    assert found["kind"] == "read_only_argument_changed"
+    assert found["kernel"] == "adp_models::scale_rows_sloppy" and found["role"] == "read"
+    assert (found["changed"], found["numel"], found["first_index"]) == (32, 32, 0)
+    before = torch.load(found["files"]["before launch"], weights_only=True)
+    after = torch.load(found["files"]["after launch"], weights_only=True)
+    torch.testing.assert_close(before, y.cpu())
+    torch.testing.assert_close(after, 2 * y.cpu())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_op_that_writes_past_its_output_into_a_live_neighbour_is_named(package, tmp_path, device):
+    """a and b are two halves of one tensor; the op declares that it writes
+    a, and writes one row of b too. No fault: the row is inside a valid
+    allocation. The guard finds b changed before its reader, and at guard 2
+    names the op."""
+    path = package("writes_past", 2, device=device)
+    _, inputs = models.build("writes_past", device)
+    with pytest.raises(RuntimeError, match="write guard"):
+        run_guarded(path, inputs, 1, tmp_path / "g1.jsonl")
+    (found,) = findings(tmp_path / "g1.jsonl")
+    assert found["kind"] == "overwritten_before_read" and found["phase"] == "before_launch"
+    b = found["arg"]
+    assert found["writer"] == f"the caller (model input {b})"
+    assert any(k.startswith("adp_models::fill_rows_ ") for k in found["between"])
+    assert found["culprit"] == ""
+
+    _, inputs = models.build("writes_past", device)
+    with pytest.raises(RuntimeError, match="write guard"):
+        run_guarded(path, inputs, 2, tmp_path / "g2.jsonl")
+    (found,) = findings(tmp_path / "g2.jsonl")
+    assert found["arg"] == b and found["culprit"].startswith("adp_models::fill_rows_ (launch ")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_same_op_writing_only_its_output_raises_no_alarm(package, tmp_path, device):
+    path = package("fills_rows", 2, device=device)
+    model, inputs = models.build("fills_rows", device)
+    expected = model(*[t.clone() for t in inputs])
+    for guard in (0, 1, 2):
+        _, inputs = models.build("fills_rows", device)
+        got = run_guarded(path, inputs, guard, tmp_path / f"g{guard}.jsonl")
+        assert torch.equal(got, expected) and findings(tmp_path / f"g{guard}.jsonl") == []
+
+
+def test_read_only_arguments_are_recorded_once(package, records):
+    """Before launch only: an argument a kernel only reads is unchanged after
+    it, unless the guard says otherwise."""
+    runner = torch._inductor.aoti_load_package(str(package("mlp", 2)))
+    _, inputs = models.build("mlp")
+    runner(*inputs)
+    tensors = [r for r in records() if r["event"] == "tensor" and r["kernel"]]
+    reads = [r for r in tensors if r["role"] == "read"]
+    assert reads and all(r["phase"] == "before_launch" for r in reads)
+    assert any(r["phase"] == "after_launch" for r in tensors)
+
+
+def test_guard_in_the_jit_wrapper_names_the_op(tmp_path):
+    torch._dynamo.reset()
+    aoti_debug_printer.install()
+    model, (x, s) = models.build("undeclared_mutation")
+    try:
+        with torch._inductor.config.patch({"aot_inductor.debug_intermediate_value_printer": "2"}):
+            compiled = torch.compile(model)
+            with pytest.raises(RuntimeError, match="write guard"):
+                with aoti_debug_printer.options(guard=1, format="jsonl", output=tmp_path / "r.jsonl"):
+                    compiled(x, s)
+    finally:
+        torch._dynamo.reset()
+    (found,) = findings(tmp_path / "r.jsonl")
+    assert found["kernel"] == "adp_models::scale_rows_sloppy" and found["changed"] == 32
