@@ -38,7 +38,7 @@ def test_op_that_changes_an_input_it_only_reads_is_named(package, tmp_path, dump
     run_guarded(path, (x, s), 0, tmp_path / "off.jsonl")
     assert findings(tmp_path / "off.jsonl") == []
 
-    with pytest.raises(RuntimeError, match="write guard"):
+    with pytest.raises(RuntimeError):  # the message is torch's; the record says why
         run_guarded(path, (x, s), 1, tmp_path / "on.jsonl")
     (found,) = findings(tmp_path / "on.jsonl")
     assert found["kind"] == "read_only_argument_changed"
@@ -58,7 +58,7 @@ def test_op_that_writes_past_its_output_into_a_live_neighbour_is_named(package, 
     names the op."""
     path = package("writes_past", 2, device=device)
     _, inputs = models.build("writes_past", device)
-    with pytest.raises(RuntimeError, match="write guard"):
+    with pytest.raises(RuntimeError):  # the message is torch's; the record says why
         run_guarded(path, inputs, 1, tmp_path / "g1.jsonl")
     (found,) = findings(tmp_path / "g1.jsonl")
     assert found["kind"] == "overwritten_before_read" and found["phase"] == "before_launch"
@@ -68,7 +68,7 @@ def test_op_that_writes_past_its_output_into_a_live_neighbour_is_named(package, 
     assert found["culprit"] == ""
 
     _, inputs = models.build("writes_past", device)
-    with pytest.raises(RuntimeError, match="write guard"):
+    with pytest.raises(RuntimeError):  # the message is torch's; the record says why
         run_guarded(path, inputs, 2, tmp_path / "g2.jsonl")
     (found,) = findings(tmp_path / "g2.jsonl")
     assert found["arg"] == b and found["culprit"].startswith("adp_models::fill_rows_ (launch ")
@@ -104,7 +104,7 @@ def test_guard_in_the_jit_wrapper_names_the_op(tmp_path):
     try:
         with torch._inductor.config.patch({"aot_inductor.debug_intermediate_value_printer": "2"}):
             compiled = torch.compile(model)
-            with pytest.raises(RuntimeError, match="write guard"):
+            with pytest.raises(RuntimeError):  # the message is torch's; the record says why
                 with aoti_debug_printer.options(guard=1, format="jsonl", output=tmp_path / "r.jsonl"):
                     compiled(x, s)
     finally:
@@ -123,8 +123,13 @@ try:
         value = tl.load(x_ptr + offs, mask=offs < n, other=0.0) + 1
         # `past` > 0: the wrong mask, `past` elements after its output.
         tl.store(out_ptr + offs, value, mask=offs < n + past)
+
+    @torch.library.triton_op("adp_test::add_one_", mutates_args={"out"})
+    def _add_one_op(out: torch.Tensor, x: torch.Tensor, past: int) -> None:
+        n = out.numel()
+        torch.library.wrap_triton(_add_one)[((n + 16 + 255) // 256,)](x, out, n, past, BLOCK=256)
 except ImportError:  # no Triton: the CUDA tests below are skipped anyway
-    _add_one = None
+    pass
 
 
 class TritonAddOne(torch.nn.Module):
@@ -136,8 +141,7 @@ class TritonAddOne(torch.nn.Module):
         self.past = past
 
     def forward(self, a, b, x):
-        n = a.numel()
-        _add_one[((n + 16 + 255) // 256,)](x, a, n, self.past, BLOCK=256)
+        torch.ops.adp_test.add_one_(a, x, self.past)
         return a.sum() + b.sum() * 2
 
 
@@ -157,8 +161,8 @@ def test_triton_kernel_writing_past_its_output_is_named(tmp_path, past):
             assert torch.equal(got, expected) and findings(tmp_path / f"{guard}.jsonl") == []
         return
     inputs = halves.clone()
-    with pytest.raises(RuntimeError, match="write guard"):
+    with pytest.raises(RuntimeError):  # the message is torch's; the record says why
         run_guarded(path, (inputs[:1024], inputs[1024:], x), 2, tmp_path / "2.jsonl")
     (found,) = findings(tmp_path / "2.jsonl")
     assert found["kind"] == "overwritten_before_read"
-    assert found["culprit"].startswith("_add_one (launch ") or "add_one" in found["culprit"], found
+    assert "add_one" in found["culprit"] and "(launch " in found["culprit"], found
