@@ -102,8 +102,10 @@ def test_the_store_a_kernel_never_makes_carries_no_node(tmp_path):
     after = [r for r in dump.records if r.raw["phase"] == "after_launch"]
     # Layer norm's mean and rstd are its intermediates, never its value.
     assert any("intermediate value of node" in r.why for r in after)
-    # Arguments only read keep what their writer stored.
-    read = [r for r in after if r.raw["role"] == "read" and r.node]
+    # Arguments only read keep what their writer stored (recorded once,
+    # before launch).
+    before = [r for r in dump.records if r.raw["phase"] == "before_launch"]
+    read = [r for r in before if r.raw["role"] == "read" and r.node]
     assert read
     writers = {r.node for r in after if r.written}
     assert all(r.node in writers for r in read)

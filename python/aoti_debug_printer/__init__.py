@@ -9,7 +9,8 @@ Run-time options (`set_option`, `options(...)`, or the environment variable
 beside each; `option_table()` lists them with their meanings):
 output (AOTI_DEBUG_PRINTER_OUTPUT), format (_FORMAT), dump_dir (_DUMP_DIR),
 max_values (_MAX_VALUES), sync (_SYNC), replay (_REPLAY), rank (_RANK, else
-RANK), ranks (_RANKS), level (_LEVEL), kernels (_KERNELS), trap (_TRAP).
+RANK), ranks (_RANKS), level (_LEVEL), kernels (_KERNELS), trap (_TRAP),
+guard (_GUARD).
 """
 
 from __future__ import annotations
