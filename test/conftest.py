@@ -103,3 +103,20 @@ def cpp_build(tmp_path_factory) -> Path:
     result = subprocess.run(["cmake", "--build", build, "-j", jobs], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     return build
+
+
+def custom_op_output_record(recs: list[dict], x, s) -> dict:
+    """The records of a call of models.py's adp_models::scale_rows: both
+    inputs before launch (read), and the output, which the call makes, after
+    it, holding the op's node and the op's statistics. Returns the output's
+    after-launch record."""
+    recs = [r for r in recs if r["event"] == "tensor" and r["kernel"] == "adp_models::scale_rows"]
+    before = {r["arg"]: r for r in recs if r["phase"] == "before_launch"}
+    after = {r["arg"]: r for r in recs if r["phase"] == "after_launch"}
+    assert len(before) == 2 and {r["role"] for r in before.values()} == {"read"}
+    (made,) = set(after) - set(before)
+    assert after[made]["role"] == "write" and after[made]["node"] == "scale_rows"
+    expected = aoti_debug_printer.stats(((torch.relu(x) + 1) * s[:, None]).cpu())
+    for key in ("min", "max", "mean", "std"):
+        assert after[made]["stats"][key] == pytest.approx(expected[key], rel=1e-5)
+    return after[made]

@@ -7,6 +7,7 @@ import torch
 
 import aoti_debug_printer
 import models
+from conftest import custom_op_output_record
 
 pytestmark = pytest.mark.slow
 
@@ -79,12 +80,4 @@ def test_custom_op_in_the_python_wrapper_is_recorded(records):
         got = torch.compile(model)(x, s)
     torch._dynamo.reset()
     torch.testing.assert_close(got, model(x, s))
-    recs = [r for r in records() if r["event"] == "tensor" and r["kernel"] == "adp_models::scale_rows"]
-    before = {r["arg"]: r for r in recs if r["phase"] == "before_launch"}
-    after = {r["arg"]: r for r in recs if r["phase"] == "after_launch"}
-    assert len(before) == 2 and {r["role"] for r in before.values()} == {"read"}
-    (made,) = set(after) - set(before)
-    assert after[made]["role"] == "write" and after[made]["node"] == "scale_rows"
-    expected = aoti_debug_printer.stats((torch.relu(x) + 1) * s[:, None])
-    for key in ("min", "max", "mean", "std"):
-        assert after[made]["stats"][key] == pytest.approx(expected[key], rel=1e-5)
+    custom_op_output_record(records(), x, s)
