@@ -8,6 +8,8 @@
 // costs beyond the read is that launch and one stream sync.
 #include "device.h"
 
+#include "fingerprint.h"
+
 #include <ATen/Dispatch_v2.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/ops/from_blob.h>
@@ -41,12 +43,14 @@ using key_t = std::conditional_t<std::is_same_v<exact_t<T>, double> && !std::is_
 // One block's (then the whole tensor's) partial result. Moments are sums of
 // x - shift, shift being the tensor's first element when finite: every
 // thread uses the same shift, so partials simply add. Real floating types
-// leave `finite` and `absmax` at zero: stats_of derives them.
+// leave `finite` and `absmax` at zero: stats_of derives them. `fingerprint`
+// is the write guard's sum of terms (fingerprint.h), zero unless asked for.
 template <typename K>
 struct Acc {
   unsigned long long finite, nan, pos_inf, neg_inf, zeros;
   K min, max;
   double s1, s2, absmax, shift;
+  unsigned long long fingerprint;
 };
 
 template <typename K>
@@ -58,6 +62,7 @@ __device__ __forceinline__ Acc<K> empty_acc() {
   a.max = std::numeric_limits<K>::has_infinity ? -std::numeric_limits<K>::infinity()
                                                : std::numeric_limits<K>::lowest();
   a.s1 = a.s2 = a.absmax = a.shift = 0;
+  a.fingerprint = 0;
   return a;
 }
 
@@ -73,6 +78,7 @@ __device__ __forceinline__ void merge(Acc<K>& a, const Acc<K>& b) {
   a.s1 += b.s1;
   a.s2 += b.s2;
   a.absmax = b.absmax > a.absmax ? b.absmax : a.absmax;
+  a.fingerprint += b.fingerprint;
 }
 
 template <typename K>
@@ -89,6 +95,7 @@ __device__ __forceinline__ Acc<K> shfl_down(const Acc<K>& a, int offset) {
   b.s1 = __shfl_down_sync(all, a.s1, offset);
   b.s2 = __shfl_down_sync(all, a.s2, offset);
   b.absmax = __shfl_down_sync(all, a.absmax, offset);
+  b.fingerprint = __shfl_down_sync(all, a.fingerprint, offset);
   return b;
 }
 
@@ -131,6 +138,7 @@ struct ThreadAcc {
   K min, max;
   A absmax = 0;
   double s1 = 0, s2 = 0;
+  unsigned long long fingerprint = 0;
   const double shift;
 
   __device__ explicit ThreadAcc(double shift) : shift(shift) {
@@ -219,6 +227,7 @@ struct ThreadAcc {
     a.s2 = s2;
     a.absmax = absmax;
     a.shift = shift;
+    a.fingerprint = fingerprint;
     return a;
   }
 };
@@ -242,6 +251,7 @@ struct Reduction {
   unsigned int* counter;
   Acc<key_t<T>>* result;
   const T* first;           // the tensor's first element: the moments' shift
+  bool fingerprint;         // add the write guard's fingerprint terms
 };
 
 // Partials are written by other blocks: read them past L1.
@@ -295,7 +305,19 @@ __global__ void __launch_bounds__(kThreads)
   int64_t head = 0;
   if (misalign != 0) head = (16 - misalign) % sizeof(T) == 0 ? (16 - misalign) / sizeof(T) : n;
   head = head < n ? head : n;
-  for (int64_t i = g; i < head; i += G) a.add(x[i]);
+  // An element's position (fingerprint.h) is its index in this flat array.
+  const auto add = [&](int64_t i) {
+    a.add(x[i]);
+    if (r.fingerprint) a.fingerprint += fingerprint::term(x[i], i);
+  };
+  const auto add_pack = [&](const Pack<T>& b, int64_t pack) {
+    a.add_pack(b.v);
+    if (r.fingerprint) {
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) a.fingerprint += fingerprint::term(b.v[k], head + pack * kVec + k);
+    }
+  };
+  for (int64_t i = g; i < head; i += G) add(i);
   const auto* p = reinterpret_cast<const Pack<T>*>(x + head);
   const int64_t np = (n - head) / kVec;
   int64_t j = g;
@@ -305,13 +327,10 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) buf[u] = p[j + u * G];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) a.add_pack(buf[u].v);
+    for (int u = 0; u < kUnroll; ++u) add_pack(buf[u], j + u * G);
   }
-  for (; j < np; j += G) {
-    const Pack<T> b = p[j];
-    a.add_pack(b.v);
-  }
-  for (int64_t i = head + np * kVec + g; i < n; i += G) a.add(x[i]);
+  for (; j < np; j += G) add_pack(p[j], j);
+  for (int64_t i = head + np * kVec + g; i < n; i += G) add(i);
   Acc<key_t<T>> acc = a.to_acc();
   finish_block(acc, blockIdx.x, r);
 }
@@ -326,7 +345,9 @@ __global__ void __launch_bounds__(kThreads)
   ThreadAcc<T> a(shift_of(*r.first));
   const uint32_t G = gridDim.x * blockDim.x;
   for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += G) {
-    a.add(*reinterpret_cast<const T*>(base + offsets.get(i)[0]));
+    const T* e = reinterpret_cast<const T*>(base + offsets.get(i)[0]);
+    a.add(*e);
+    if (r.fingerprint) a.fingerprint += fingerprint::term(*e, e - r.first);
   }
   Acc<key_t<T>> acc = a.to_acc();
   finish_block(acc, part0 + blockIdx.x, r);
@@ -351,7 +372,7 @@ c10::Scalar scalar_of(K v) {
 }
 
 template <typename T>
-TensorStats stats_of(const Acc<key_t<T>>& r, int64_t numel) {
+TensorStats stats_of(const Acc<key_t<T>>& r, int64_t numel, std::optional<at::ScalarType> fingerprint_of) {
   TensorStats s;
   s.numel = numel;
   s.nan = static_cast<int64_t>(r.nan);
@@ -371,6 +392,7 @@ TensorStats stats_of(const Acc<key_t<T>>& r, int64_t numel) {
     s.max = scalar_of(r.max);
   }
   s.of_modulus = c10::is_complex<T>::value;
+  if (fingerprint_of) s.fingerprint = fingerprint::finish(r.fingerprint, numel, static_cast<int>(*fingerprint_of));
   return s;
 }
 
@@ -378,8 +400,8 @@ TensorStats stats_of(const Acc<key_t<T>>& r, int64_t numel) {
 // `result`, the partials to `parts` (room for `max_parts`).
 template <typename T>
 void launch_stats(const at::Tensor& t, cudaStream_t stream, int multiprocessors, unsigned int* counter,
-                  Acc<key_t<T>>* result, Acc<key_t<T>>* parts, int64_t max_parts) {
-  Reduction<T> r{parts, 0, counter, result, static_cast<const T*>(t.const_data_ptr())};
+                  Acc<key_t<T>>* result, Acc<key_t<T>>* parts, int64_t max_parts, bool with_fingerprint) {
+  Reduction<T> r{parts, 0, counter, result, static_cast<const T*>(t.const_data_ptr()), with_fingerprint};
   if (t.is_non_overlapping_and_dense()) {
     // At most one wave of resident blocks: each block strides over its share
     // anyway, and a second, partial wave would only leave SMs idle at the end.
@@ -483,12 +505,13 @@ bool computes_stats_on(const at::Tensor& t) {
   return t.is_cuda() && t.layout() == at::kStrided;
 }
 
-Snapshot snapshot(const at::Tensor& t, bool with_values) {
+Snapshot snapshot(const at::Tensor& t, bool with_values, bool with_fingerprint) {
   TORCH_CHECK(t.is_cuda(), "device statistics need a CUDA tensor");
   Snapshot snap;
   snap.stats.numel = t.numel();
   if (t.numel() == 0) {
     snap.stats.mean = snap.stats.std = std::numeric_limits<double>::quiet_NaN();
+    if (with_fingerprint) snap.stats.fingerprint = fingerprint::finish(0, 0, static_cast<int>(t.scalar_type()));
     return snap;
   }
   const int device = t.device().index();
@@ -511,7 +534,8 @@ Snapshot snapshot(const at::Tensor& t, bool with_values) {
     AT_DISPATCH_V2(
         t.scalar_type(), "aoti_debug_printer_device_stats", AT_WRAP([&] {
           launch_stats<scalar_t>(t, stream, sms, counter, reinterpret_cast<Acc<key_t<scalar_t>>*>(back),
-                                 reinterpret_cast<Acc<key_t<scalar_t>>*>(base + parts_at), max_parts);
+                                 reinterpret_cast<Acc<key_t<scalar_t>>*>(base + parts_at), max_parts,
+                                 with_fingerprint);
         }),
         AOTI_DEBUG_PRINTER_DTYPES);
   } catch (const c10::NotImplementedError&) {
@@ -538,7 +562,8 @@ Snapshot snapshot(const at::Tensor& t, bool with_values) {
       t.scalar_type(), "aoti_debug_printer_device_stats", AT_WRAP([&] {
         Acc<key_t<scalar_t>> r;
         std::memcpy(&r, back, sizeof r);
-        snap.stats = stats_of<scalar_t>(r, t.numel());
+        snap.stats = stats_of<scalar_t>(r, t.numel(),
+                                        with_fingerprint ? std::optional(t.scalar_type()) : std::nullopt);
       }),
       AOTI_DEBUG_PRINTER_DTYPES);
   if (with_values) {

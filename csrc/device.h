@@ -18,12 +18,13 @@ bool computes_stats_on(const at::Tensor& t);
 // Statistics of `t` computed on its device, on the current stream, in one
 // fused pass that writes them into host memory. With `with_values`, the
 // elements come too, in one device-to-host copy: `values` is then a
-// contiguous CPU tensor of `t`'s dtype and shape; else undefined.
+// contiguous CPU tensor of `t`'s dtype and shape; else undefined. With
+// `with_fingerprint`, the same pass adds stats.fingerprint.
 struct Snapshot {
   TensorStats stats;
   at::Tensor values;
 };
-Snapshot snapshot(const at::Tensor& t, bool with_values);
+Snapshot snapshot(const at::Tensor& t, bool with_values, bool with_fingerprint = false);
 
 // Waits for the current stream of the current device and returns CUDA's
 // error state as "cudaErrorName: description", or "" when all is well or no

@@ -1,7 +1,9 @@
 #include "guard.h"
 
 #include "aoti_debug_printer.h"
+#include "device.h"
 #include "save.h"
+#include "stats.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/StorageImpl.h>
@@ -34,33 +36,14 @@ at::Tensor bits_of(const at::Tensor& t) {
   }
 }
 
-// Elements per pass: bounds the temporaries to a few hundred MiB.
-constexpr int64_t kChunk = int64_t{1} << 24;
-
 } // namespace
 
-at::Tensor fingerprint(const at::Tensor& t) {
-  const at::Tensor bits = bits_of(t);
-  if (!bits.defined()) return {};
-  // sum over i of mix(word_i) * (2i + 1), wrapping in 64 bits. mix (a
-  // multiply by an odd constant, then an xor-shift) and the odd weight are
-  // both invertible, so changing any one word always changes the sum.
-  constexpr uint64_t kOddBits = 0x9E3779B97F4A7C15ull;
-  constexpr int64_t kOdd = static_cast<int64_t>(kOddBits);
-  constexpr int64_t kLow32 = 0xFFFFFFFFll;
-  at::Tensor sum = at::zeros({}, bits.options().dtype(at::kLong));
-  const int64_t n = bits.numel();
-  for (int64_t start = 0; start < n; start += kChunk) {
-    const int64_t len = std::min(kChunk, n - start);
-    at::Tensor x = bits.narrow(0, start, len).to(at::kLong).mul_(kOdd);
-    // A logical shift by 32: the arithmetic one, masked.
-    x.bitwise_xor_(x.bitwise_right_shift(32).bitwise_and_(kLow32));
-    const at::Tensor weights = at::arange(2 * start + 1, 2 * (start + len) + 1, 2, x.options());
-    sum.add_(x.mul_(weights).sum());
-  }
-  // The element count and type are part of what a buffer holds.
-  return sum.add_(static_cast<int64_t>(static_cast<uint64_t>(n) * kOddBits +
-                                       static_cast<uint64_t>(t.scalar_type())));
+std::optional<uint64_t> fingerprint(const at::Tensor& t) {
+  if (t.layout() != at::kStrided) return std::nullopt;
+  if (t.device().is_cpu()) return compute_fingerprint(t);
+  if (device::computes_stats_on(t)) return device::snapshot(t, false, true).stats.fingerprint;
+  // .cpu() keeps the strides of a dense tensor, so positions are the same.
+  return compute_fingerprint(t.cpu());
 }
 
 Difference difference(const at::Tensor& before, const at::Tensor& after) {
@@ -110,7 +93,7 @@ struct Entry {
   std::vector<int64_t> sizes, strides;
   at::ScalarType dtype = at::kFloat;
   Span span;
-  at::Tensor fingerprint;
+  uint64_t fingerprint = 0;
   std::string buffer, writer;
   int64_t writer_launch = -1;
   // Guard 2: where it was first seen changed since its writer.
@@ -167,12 +150,12 @@ void forget_overlapping(const Span& span) {
   std::erase_if(state.entries, [&](const Entry& e) { return e.span.overlaps(span); });
 }
 
-void remember(const Where& w, const at::Tensor& t, const std::string& writer) {
+void remember(const Where& w, const at::Tensor& t, const std::string& writer, std::optional<uint64_t> print) {
   const Span span = span_of(t);
   forget_overlapping(span);
   if (!t.has_storage() || t.numel() == 0) return;
-  at::Tensor print = fingerprint(t);
-  if (!print.defined()) return;
+  if (!print) print = fingerprint(t);
+  if (!print) return;
   Entry e;
   e.storage = c10::weak_intrusive_ptr<c10::StorageImpl>(t.storage().getWeakStorageImpl());
   e.storage_id = t.storage().unsafeGetStorageImpl();
@@ -181,15 +164,11 @@ void remember(const Where& w, const at::Tensor& t, const std::string& writer) {
   e.strides = t.strides().vec();
   e.dtype = t.scalar_type();
   e.span = span;
-  e.fingerprint = std::move(print);
+  e.fingerprint = *print;
   e.buffer = w.arg;
   e.writer = writer;
   e.writer_launch = w.launch;
   state.entries.push_back(std::move(e));
-}
-
-bool same(const at::Tensor& a, const at::Tensor& b) {
-  return a.defined() && b.defined() && a.eq(b).item<bool>();
 }
 
 // Guard 2: every buffer still alive is checked; the first change since its
@@ -202,7 +181,9 @@ void check_every_buffer(const std::string& where, bool after_kernel) {
     if (!e.changed_at.empty()) continue;
     if (after_kernel && written_by_current_kernel(e.span, "")) continue;
     const at::Tensor t = e.revive();
-    if (t.defined() && !same(fingerprint(t), e.fingerprint)) e.changed_at = where;
+    if (!t.defined()) continue;
+    const std::optional<uint64_t> print = fingerprint(t);
+    if (print && *print != e.fingerprint) e.changed_at = where;
   }
 }
 
@@ -252,9 +233,10 @@ void after_launch(const Settings& settings, const Where& launch) {
   if (settings.guard >= 2) check_every_buffer(named(launch), true);
 }
 
-std::string before_use(const Settings& settings, const Where& w, const at::Tensor& t) {
+std::string before_use(const Settings& settings, const Where& w, const at::Tensor& t,
+                       std::optional<uint64_t> print) {
   if (w.phase_id == AOTI_DEBUG_PRINTER_MODEL_INPUT) {
-    remember(w, t, "the caller (model input " + w.arg + ")");
+    remember(w, t, "the caller (model input " + w.arg + ")", print);
     return "";
   }
   KernelArg arg{w.arg, w.role, span_of(t), {}};
@@ -266,7 +248,9 @@ std::string before_use(const Settings& settings, const Where& w, const at::Tenso
   state.args.push_back(std::move(arg));
   const auto held = std::find_if(state.entries.begin(), state.entries.end(),
                                  [&](const Entry& e) { return e.is_view_of(t); });
-  if (held == state.entries.end() || same(fingerprint(t), held->fingerprint)) return "";
+  if (held == state.entries.end()) return "";
+  if (!print) print = fingerprint(t);
+  if (!print || *print == held->fingerprint) return "";
   GuardFinding f;
   f.where = w;
   f.kind = "overwritten_before_read";
@@ -287,9 +271,10 @@ std::string before_use(const Settings& settings, const Where& w, const at::Tenso
   return report(settings, std::move(f));
 }
 
-std::string after_use(const Settings& settings, const Where& w, const at::Tensor& t) {
+std::string after_use(const Settings& settings, const Where& w, const at::Tensor& t,
+                      std::optional<uint64_t> print) {
   if (!reads_only(w.role)) {
-    remember(w, t, named(w));
+    remember(w, t, named(w), print);
     return "";
   }
   const auto arg = std::find_if(state.args.begin(), state.args.end(),
@@ -299,7 +284,7 @@ std::string after_use(const Settings& settings, const Where& w, const at::Tensor
   if (d.changed == 0) return "";
   if (written_by_current_kernel(arg->span, arg->name)) {
     // It shares memory with an argument the kernel writes: changed as it may.
-    remember(w, t, named(w));
+    remember(w, t, named(w), print);
     return "";
   }
   GuardFinding f;

@@ -20,15 +20,17 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace aoti_debug_printer::guard {
 
-// A 64-bit fingerprint of `t`'s elements (their bits, in row-major order),
-// computed where `t` lives: a 0-dim int64 tensor on its device. Any change
-// of a single element changes it. Undefined for dtypes without fixed-size
-// elements (sub-byte, quantized).
-at::Tensor fingerprint(const at::Tensor& t);
+// The fingerprint of `t`'s elements (fingerprint.h), computed where `t`
+// lives when this build can (CPU; CUDA with the statistics kernel), else from
+// a copy on the host. Empty for dtypes and layouts without statistics. The
+// records' own statistics pass computes it too, when the guard is on: the
+// hooks below take that one rather than read the tensor again.
+std::optional<uint64_t> fingerprint(const at::Tensor& t);
 
 // How `after` differs from `before` (one shape and dtype), element by
 // element and by bits, so a NaN that stays the same NaN is unchanged.
@@ -45,9 +47,12 @@ void begin_run();
 // `seen`: this kernel's arguments are recorded (selected by the filters).
 void before_launch(const Settings& settings, const Where& launch, bool seen);
 void after_launch(const Settings& settings, const Where& launch);
-// A model input, or an argument before its kernel's launch.
-std::string before_use(const Settings& settings, const Where& where, const at::Tensor& t);
+// A model input, or an argument before its kernel's launch. `print`: `t`'s
+// fingerprint when its record computed one.
+std::string before_use(const Settings& settings, const Where& where, const at::Tensor& t,
+                       std::optional<uint64_t> print);
 // An argument after its kernel's launch.
-std::string after_use(const Settings& settings, const Where& where, const at::Tensor& t);
+std::string after_use(const Settings& settings, const Where& where, const at::Tensor& t,
+                      std::optional<uint64_t> print);
 
 } // namespace aoti_debug_printer::guard

@@ -26,7 +26,7 @@ bool computes_stats_on(const at::Tensor& t) {
   return false;
 }
 
-Snapshot snapshot(const at::Tensor&, bool) {
+Snapshot snapshot(const at::Tensor&, bool, bool) {
   TORCH_CHECK(false, "aoti-debug-printer was built without CUDA");
 }
 

@@ -3,6 +3,7 @@
 // goes through shim.h, the same code the C ABI runs.
 #include "aoti_debug_printer.h"
 #include "device.h"
+#include "guard.h"
 #include "save.h"
 #include "settings.h"
 #include "shim.h"
@@ -32,13 +33,13 @@ py::dict stats_dict(const at::Tensor& t, const std::string& on) {
   {
     py::gil_scoped_release no_gil;
     if (on == "auto") {
-      s = read_contents(t, 0).stats;
+      s = read_contents(t, 0, true).stats;
     } else if (on == "host") {
-      s = compute_stats(to_host(t));
+      s = compute_stats(to_host(t), t.device().is_cpu());
     } else if (on == "device") {
       TORCH_CHECK(device::computes_stats_on(t), "no device statistics for a tensor on ", t.device(),
                   " in this build");
-      s = device::snapshot(t, false).stats;
+      s = device::snapshot(t, false, true).stats;
     } else {
       throw std::invalid_argument("on must be 'auto', 'host' or 'device', got '" + on + "'");
     }
@@ -57,6 +58,8 @@ py::dict stats_dict(const at::Tensor& t, const std::string& on) {
   d["absmax"] = s.absmax;
   d["of"] = s.of_modulus ? "modulus" : "value";
   d["unsupported"] = s.unsupported;
+  // Where the pass read the tensor's own memory.
+  d["fingerprint"] = s.fingerprint ? py::object(py::int_(*s.fingerprint)) : py::none();
   return d;
 }
 
@@ -150,6 +153,12 @@ PYBIND11_MODULE(_C, m) {
         "the reason it holds none; role: AOTI_DEBUG_PRINTER_ROLE_*).");
   m.def("stats", &stats_dict, py::arg("tensor"), py::arg("on") = "auto",
         "The fused statistics of a tensor.");
+  m.def("fingerprint",
+        [](const at::Tensor& t) -> std::optional<uint64_t> {
+          py::gil_scoped_release no_gil;
+          return guard::fingerprint(t);
+        },
+        py::arg("tensor"), "The write guard's fingerprint of a tensor, computed alone.");
   m.def("has_device_stats", [](const at::Tensor& t) { return device::computes_stats_on(t); },
         py::arg("tensor"));
   m.def("set_option", &set_option, py::arg("key"), py::arg("value"));

@@ -134,18 +134,20 @@ at::Tensor to_host(const at::Tensor& t) {
   return t.device().is_cpu() ? t : t.to(at::kCPU);
 }
 
-Contents host_contents(const at::Tensor& host, int64_t max_values) {
+Contents host_contents(const at::Tensor& host, int64_t max_values, bool with_fingerprint) {
   Contents c;
-  c.stats = compute_stats(host);
+  c.stats = compute_stats(host, with_fingerprint);
   if (c.stats.unsupported.empty() && host.numel() > 0 && host.numel() <= max_values) {
     c.values = host;
   }
   return c;
 }
 
-Contents read_contents(const at::Tensor& t, int64_t max_values) {
-  if (!device::computes_stats_on(t)) return host_contents(to_host(t), max_values);
-  device::Snapshot snap = device::snapshot(t, t.numel() > 0 && t.numel() <= max_values);
+Contents read_contents(const at::Tensor& t, int64_t max_values, bool with_fingerprint) {
+  if (!device::computes_stats_on(t)) {
+    return host_contents(to_host(t), max_values, with_fingerprint && t.device().is_cpu());
+  }
+  device::Snapshot snap = device::snapshot(t, t.numel() > 0 && t.numel() <= max_values, with_fingerprint);
   return {std::move(snap.stats), std::move(snap.values)};
 }
 

@@ -51,10 +51,12 @@ struct Contents {
   at::Tensor values;
 };
 // CUDA tensors are reduced on their device, and the statistics and values
-// come back in one copy; other tensors are copied to the host once.
-Contents read_contents(const at::Tensor& t, int64_t max_values);
+// come back in one copy; other tensors are copied to the host once. With
+// `with_fingerprint`, the statistics carry the write guard's fingerprint
+// where the pass read `t`'s own memory.
+Contents read_contents(const at::Tensor& t, int64_t max_values, bool with_fingerprint = false);
 // The same from a host copy already made (the saver's).
-Contents host_contents(const at::Tensor& host, int64_t max_values);
+Contents host_contents(const at::Tensor& host, int64_t max_values, bool with_fingerprint = false);
 
 // Metadata of `t`, with its contents.
 TensorRecord describe(const Where& where, const at::Tensor& t, const Contents& contents);

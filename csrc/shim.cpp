@@ -201,9 +201,9 @@ Where where_now(int32_t phase, const std::string& kernel, const std::string& arg
 namespace {
 
 // The record itself: statistics printed, or a snapshot saved. Returns the
-// statistics, for the trap.
+// statistics, for the trap, with the guard's fingerprint when asked for.
 TensorStats write_record(int32_t action, const Settings& settings, const Where& where,
-                         const at::Tensor& t, bool unwritten_output) {
+                         const at::Tensor& t, bool unwritten_output, bool with_fingerprint) {
   const bool json = settings.format == Format::Jsonl;
   if (unwritten_output) {
     // An output before its kernel writes it holds leftover memory: statistics
@@ -223,10 +223,10 @@ TensorStats write_record(int32_t action, const Settings& settings, const Where& 
     // A snapshot needs every element on the host anyway: one copy, and the
     // manifest's statistics from it.
     const at::Tensor host = to_host(t);
-    r = describe(where, t, host_contents(host, 0));
+    r = describe(where, t, host_contents(host, 0, with_fingerprint && t.device().is_cpu()));
     saving([&] { save_snapshot(settings.dump_dir, r, host); });
   } else {
-    r = describe(where, t, read_contents(t, settings.max_values));
+    r = describe(where, t, read_contents(t, settings.max_values, with_fingerprint));
     emit(settings, format_record(r, json));
   }
   return r.stats;
@@ -299,18 +299,20 @@ Stop record_tensor(int32_t action, const Where& where, const at::Tensor* t) {
   if (phase == AOTI_DEBUG_PRINTER_AFTER_LAUNCH && read_only) {
     // An argument the kernel only reads was recorded before launch, and is
     // unchanged unless the guard says otherwise.
-    return guarding ? guard_stop(guard::after_use(settings, where, *t)) : Stop{};
+    return guarding ? guard_stop(guard::after_use(settings, where, *t, std::nullopt)) : Stop{};
   }
   if (!defined) {
     const TensorRecord r = describe_problem(where, t ? "undefined tensor" : "null tensor handle");
     emit(settings, format_record(r, settings.format == Format::Jsonl));
     return {};
   }
-  const TensorStats stats = write_record(action, settings, where, *t, unwritten_output);
+  // The guard takes the fingerprint from the record's own pass: no second read.
+  const TensorStats stats = write_record(action, settings, where, *t, unwritten_output, guarding);
   if (Stop stop = trap(settings, where, stats); stop.code != 0) return stop;
   if (!guarding) return {};
-  return guard_stop(phase == AOTI_DEBUG_PRINTER_AFTER_LAUNCH ? guard::after_use(settings, where, *t)
-                                                              : guard::before_use(settings, where, *t));
+  return guard_stop(phase == AOTI_DEBUG_PRINTER_AFTER_LAUNCH
+                        ? guard::after_use(settings, where, *t, stats.fingerprint)
+                        : guard::before_use(settings, where, *t, stats.fingerprint));
 }
 
 void record_scalar(int32_t action, const Where& where, const char* type, const std::string& value) {

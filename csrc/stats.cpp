@@ -1,11 +1,14 @@
 #include "stats.h"
 
+#include "fingerprint.h"
+
 #include <ATen/Dispatch_v2.h>
 #include <ATen/Parallel.h>
 #include <ATen/TensorIterator.h>
 #include <c10/util/complex.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <mutex>
@@ -22,6 +25,7 @@ struct Partial {
   int64_t finite = 0, nan = 0, pos_inf = 0, neg_inf = 0, zeros = 0;
   E min{}, max{};
   double shift = 0, s1 = 0, s2 = 0, absmax = 0;
+  uint64_t fingerprint = 0;  // the sum of terms only (fingerprint.h)
 
   void add_finite(E exact, double x) {
     if (finite == 0) {
@@ -167,8 +171,20 @@ bool vectorized_run(Partial<exact_t<scalar_t>>& p, const char* data, int64_t n) 
   return true;
 }
 
+// The fingerprint terms of `n` elements `stride` bytes apart from `ptr`;
+// positions count from `base`, the tensor's first element.
 template <typename scalar_t>
-TensorStats reduce(at::TensorIterator& iter) {
+uint64_t fingerprint_run(const char* ptr, int64_t n, int64_t stride, const char* base) {
+  const int64_t position = (ptr - base) / static_cast<int64_t>(sizeof(scalar_t));
+  const int64_t step = stride / static_cast<int64_t>(sizeof(scalar_t));
+  const auto* x = reinterpret_cast<const scalar_t*>(ptr);
+  uint64_t sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += fingerprint::term(x[i * step], position + i * step);
+  return sum;
+}
+
+template <typename scalar_t>
+TensorStats reduce(at::TensorIterator& iter, bool with_fingerprint, const char* base) {
   using E = exact_t<scalar_t>;
   std::mutex mu;
   // Chunks run serially inside, in parallel across chunks; the partials are
@@ -177,14 +193,20 @@ TensorStats reduce(at::TensorIterator& iter) {
   at::parallel_for(0, iter.numel(), at::internal::GRAIN_SIZE, [&](int64_t begin, int64_t end) {
     Partial<E> p;
     iter.serial_for_each(
-        [&p](char** data, const int64_t* strides, int64_t size0, int64_t size1) {
+        [&](char** data, const int64_t* strides, int64_t size0, int64_t size1) {
+          // With a fingerprint, rows go in slices small enough to be read a
+          // second time from cache.
+          const int64_t slice = with_fingerprint ? kBlock : size0;
           for (int64_t j = 0; j < size1; ++j) {
-            const char* ptr = data[0] + j * strides[1];
-            if (strides[0] == sizeof(scalar_t) && vectorized_run<scalar_t>(p, ptr, size0)) {
-              continue;
-            }
-            for (int64_t i = 0; i < size0; ++i) {
-              accumulate<scalar_t>(p, *reinterpret_cast<const scalar_t*>(ptr + i * strides[0]));
+            for (int64_t s = 0; s < size0; s += slice) {
+              const int64_t n = std::min(slice, size0 - s);
+              const char* ptr = data[0] + j * strides[1] + s * strides[0];
+              if (!(strides[0] == sizeof(scalar_t) && vectorized_run<scalar_t>(p, ptr, n))) {
+                for (int64_t i = 0; i < n; ++i) {
+                  accumulate<scalar_t>(p, *reinterpret_cast<const scalar_t*>(ptr + i * strides[0]));
+                }
+              }
+              if (with_fingerprint) p.fingerprint += fingerprint_run<scalar_t>(ptr, n, strides[0], base);
             }
           }
         },
@@ -200,7 +222,9 @@ TensorStats reduce(at::TensorIterator& iter) {
   double mean = 0, m2 = 0;
   bool any = false;
   E mn{}, mx{};
+  uint64_t fingerprint = 0;
   for (const auto& [_, p] : ordered) {
+    fingerprint += p.fingerprint;
     s.nan += p.nan;
     s.pos_inf += p.pos_inf;
     s.neg_inf += p.neg_inf;
@@ -229,12 +253,40 @@ TensorStats reduce(at::TensorIterator& iter) {
     s.max = c10::Scalar(mx);
   }
   s.of_modulus = c10::is_complex<scalar_t>::value;
+  if (with_fingerprint) s.fingerprint = fingerprint;  // finished by the caller
   return s;
+}
+
+template <typename scalar_t>
+uint64_t fingerprint_sum(at::TensorIterator& iter, const char* base) {
+  std::atomic<uint64_t> sum{0};  // wrapping addition: any order gives the same sum
+  at::parallel_for(0, iter.numel(), at::internal::GRAIN_SIZE, [&](int64_t begin, int64_t end) {
+    uint64_t part = 0;
+    iter.serial_for_each(
+        [&](char** data, const int64_t* strides, int64_t size0, int64_t size1) {
+          for (int64_t j = 0; j < size1; ++j) {
+            part += fingerprint_run<scalar_t>(data[0] + j * strides[1], size0, strides[0], base);
+          }
+        },
+        {begin, end});
+    sum += part;
+  });
+  return sum;
+}
+
+// A read-only iterator with no output, as ATen's own count_nonzero uses: it
+// coalesces dimensions and walks any strides, zero strides included.
+at::TensorIterator read_only_iterator(const at::Tensor& host) {
+  return at::TensorIteratorConfig()
+      .add_const_input(host)
+      .check_all_same_dtype(false)
+      .resize_outputs(false)
+      .build();
 }
 
 } // namespace
 
-TensorStats compute_stats(const at::Tensor& host) {
+TensorStats compute_stats(const at::Tensor& host, bool with_fingerprint) {
   TORCH_CHECK(host.device().is_cpu(), "compute_stats expects a CPU tensor");
   TensorStats s;
   s.numel = host.numel();
@@ -242,28 +294,44 @@ TensorStats compute_stats(const at::Tensor& host) {
     s.unsupported = "no statistics for layout " + c10::str(host.layout());
     return s;
   }
-  if (s.numel == 0) {
-    s.mean = s.std = std::numeric_limits<double>::quiet_NaN();
-    return s;
-  }
-  // A read-only iterator with no output, as ATen's own count_nonzero uses:
-  // it coalesces dimensions and walks any strides, zero strides included.
-  auto iter = at::TensorIteratorConfig()
-                  .add_const_input(host)
-                  .check_all_same_dtype(false)
-                  .resize_outputs(false)
-                  .build();
   const int64_t numel = s.numel;
   try {
-    AT_DISPATCH_V2(
-        host.scalar_type(), "aoti_debug_printer_stats", AT_WRAP([&] { s = reduce<scalar_t>(iter); }),
-        AOTI_DEBUG_PRINTER_DTYPES);
+    if (numel == 0) {
+      if (with_fingerprint) s.fingerprint = 0;
+      s.mean = s.std = std::numeric_limits<double>::quiet_NaN();
+    } else {
+      auto iter = read_only_iterator(host);
+      const auto* base = static_cast<const char*>(host.const_data_ptr());
+      AT_DISPATCH_V2(host.scalar_type(), "aoti_debug_printer_stats",
+                     AT_WRAP([&] { s = reduce<scalar_t>(iter, with_fingerprint, base); }),
+                     AOTI_DEBUG_PRINTER_DTYPES);
+    }
   } catch (const c10::NotImplementedError&) {
     // Quantized, packed sub-byte and bit types have no numeric value per element.
     s.unsupported = std::string("no statistics for dtype ") + c10::toString(host.scalar_type());
   }
   s.numel = numel;
+  if (s.fingerprint) {
+    s.fingerprint = fingerprint::finish(*s.fingerprint, numel, static_cast<int>(host.scalar_type()));
+  }
   return s;
+}
+
+std::optional<uint64_t> compute_fingerprint(const at::Tensor& host) {
+  TORCH_CHECK(host.device().is_cpu(), "compute_fingerprint expects a CPU tensor");
+  if (host.layout() != at::kStrided) return std::nullopt;
+  uint64_t sum = 0;
+  try {
+    AT_DISPATCH_V2(host.scalar_type(), "aoti_debug_printer_fingerprint", AT_WRAP([&] {
+                     if (host.numel() == 0) return;
+                     auto iter = read_only_iterator(host);
+                     sum = fingerprint_sum<scalar_t>(iter, static_cast<const char*>(host.const_data_ptr()));
+                   }),
+                   AOTI_DEBUG_PRINTER_DTYPES);
+  } catch (const c10::NotImplementedError&) {
+    return std::nullopt;
+  }
+  return fingerprint::finish(sum, host.numel(), static_cast<int>(host.scalar_type()));
 }
 
 } // namespace aoti_debug_printer

@@ -62,10 +62,18 @@ struct TensorStats {
   // Set when the dtype or layout has no statistics (quantized, sparse, ...);
   // the record then carries metadata only.
   std::string unsupported;
+  // The write guard's fingerprint (fingerprint.h), when it was asked for and
+  // the pass read the tensor's own memory.
+  std::optional<uint64_t> fingerprint;
 };
 
 // `host` must be a CPU tensor. Uses TensorIterator, so any strides work,
-// including zero strides, and at::parallel_for for large tensors.
-TensorStats compute_stats(const at::Tensor& host);
+// including zero strides, and at::parallel_for for large tensors. With
+// `with_fingerprint`, the same pass adds the elements' fingerprint.
+TensorStats compute_stats(const at::Tensor& host, bool with_fingerprint = false);
+
+// The fingerprint alone, of a CPU tensor; empty for dtypes and layouts with
+// no statistics.
+std::optional<uint64_t> compute_fingerprint(const at::Tensor& host);
 
 } // namespace aoti_debug_printer

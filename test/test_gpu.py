@@ -126,8 +126,13 @@ def test_device_stats_equal_host_stats(dtype, layout):
     elif layout == "scalar":
         t = t[11].clone()
     assert shim().has_device_stats(t)
-    assert_same_stats(aoti_debug_printer.stats(t, on="device"),
-                      aoti_debug_printer.stats(t.cpu(), on="host"))
+    on_device = aoti_debug_printer.stats(t, on="device")
+    assert_same_stats(on_device, aoti_debug_printer.stats(t.cpu(), on="host"))
+    # The write guard's fingerprint from the same pass is the CPU's, for the
+    # same view of the same bytes (positions count from the first element).
+    same_layout = torch.empty(0, dtype=t.dtype).set_(
+        t.untyped_storage().cpu(), t.storage_offset(), t.size(), t.stride())
+    assert on_device["fingerprint"] == shim().fingerprint(same_layout) == shim().fingerprint(t)
 
 
 def test_device_stats_of_empty_and_huge_strided_tensors():

@@ -89,6 +89,54 @@ def test_dtypes_without_element_values_say_so():
     assert aoti_debug_printer.stats(bits)["unsupported"] == "no statistics for dtype Bits8"
 
 
+WIDE = [torch.uint16, torch.uint32, torch.uint64, torch.complex32, torch.complex64, torch.complex128]
+
+
+def random_bits(dtype: torch.dtype, shape=(6, 7)) -> torch.Tensor:
+    g = torch.Generator().manual_seed(3)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=g).bool()
+    size = torch.empty(0, dtype=dtype).element_size()
+    raw = torch.randint(0, 256, (*shape[:-1], shape[-1] * size), generator=g, dtype=torch.uint8)
+    return raw.view(dtype)
+
+
+@pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental:UserWarning")
+@pytest.mark.parametrize("dtype", DTYPES + WIDE, ids=str)
+def test_fingerprint_changes_with_any_element_and_the_statistics_pass_agrees(dtype):
+    """The guard's fingerprint: the statistics pass computes the same one
+    (so the guard needs no second read), and changing any single element,
+    or swapping two, changes it."""
+    t = random_bits(dtype)
+    print_of = _C.fingerprint(t)
+    assert print_of == _C.stats(t)["fingerprint"] == _C.fingerprint(t.clone())
+    for view in (t.t(), t[:, ::2], t[1:], t[:1].expand(5, 7), t[2, 3]):
+        assert _C.fingerprint(view) == _C.stats(view)["fingerprint"] is not None
+    # Element by element, as bytes (bool: flipping the low bit keeps it a bool).
+    def as_rows(x):
+        return x.reshape(-1).view(torch.uint8).view(x.numel(), -1)
+
+    flip = 0x01 if dtype == torch.bool else 0x10
+    for i in range(t.numel()):
+        changed = t.clone()
+        as_rows(changed)[i, -1] ^= flip
+        assert _C.fingerprint(changed) != print_of, i
+    rows = as_rows(t.clone())
+    j = next(j for j in range(1, t.numel()) if not torch.equal(rows[j], rows[0]))
+    swapped = rows.clone()
+    swapped[[0, j]] = rows[[j, 0]]
+    assert _C.fingerprint(swapped.view(dtype)) != print_of == _C.fingerprint(rows.view(dtype))
+
+
+def test_fingerprint_of_what_has_no_statistics_is_none():
+    bits = torch.zeros(4, dtype=torch.uint8).view(torch.bits8)
+    assert _C.fingerprint(bits) is None and _C.stats(bits)["fingerprint"] is None
+    assert _C.fingerprint(torch.zeros(3).to_sparse()) is None
+    # Empty tensors of two dtypes differ; of one dtype, they agree.
+    assert _C.fingerprint(torch.empty(0)) != _C.fingerprint(torch.empty(0, dtype=torch.int32))
+    assert _C.fingerprint(torch.empty(0, 3)) == _C.fingerprint(torch.empty(3, 0))
+
+
 def test_record_of_every_python_value(records):
     _C.begin_run()
     _C.launch(_C.BEFORE_LAUNCH, "k", False)
