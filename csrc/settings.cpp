@@ -155,6 +155,11 @@ const std::vector<OptionInfo>& table() {
          s.guard = static_cast<int>(guard);
        },
        [](const S& s) { return std::to_string(s.guard); }},
+      {"roles", "AOTI_DEBUG_PRINTER_ROLES", "",
+       "1 (default) use each argument's role: no statistics of an output before launch, a "
+       "read-only argument recorded once; 0 record every argument in full before and after launch",
+       [](S& s, V v) { s.roles = flag("roles", v); },
+       [](const S& s) { return on_off(s.roles); }},
   };
   return options;
 }

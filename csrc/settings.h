@@ -57,6 +57,11 @@ struct Settings {
   // between the kernel that wrote it and the next that reads it; 2 also
   // checks every live buffer around each kernel, to name the one that did.
   int guard = 0;
+  // AOTI_DEBUG_PRINTER_ROLES=0: ignore what the code generator knows of each
+  // argument's role (read, write, read-write), and record every argument in
+  // full before and after launch, as upstream does: for a role in doubt,
+  // and to measure what roles save.
+  bool roles = true;
 
   // Whether this process records at all under `ranks`.
   bool rank_selected() const;

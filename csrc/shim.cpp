@@ -271,10 +271,10 @@ Stop guard_stop(const std::string& message) {
 
 } // namespace
 
-Stop record_tensor(int32_t action, const Where& where, const at::Tensor* t) {
+Stop record_tensor(int32_t action, const Where& given, const at::Tensor* t) {
   const int level = runtime_level();
   if (level == 0) return {};
-  const int32_t phase = where.phase_id;
+  const int32_t phase = given.phase_id;
   // Kernel records follow the run-time filter; model inputs belong to none.
   if (phase == AOTI_DEBUG_PRINTER_BEFORE_LAUNCH || phase == AOTI_DEBUG_PRINTER_AFTER_LAUNCH) {
     if (!state.selected) return {};
@@ -283,6 +283,13 @@ Stop record_tensor(int32_t action, const Where& where, const at::Tensor* t) {
   if (action == 0) return {};
   const Settings& settings = settings_now();
   if (!settings.rank_selected()) return {};
+  // roles=0: every argument is one whose role is not known.
+  std::optional<Where> without_role;
+  if (!settings.roles && !given.role.empty()) {
+    without_role = given;
+    without_role->role.clear();
+  }
+  const Where& where = without_role ? *without_role : given;
   const bool defined = t != nullptr && t->defined();
   const bool read_only = where.role == role_name(AOTI_DEBUG_PRINTER_ROLE_READ);
   const bool unwritten_output = phase == AOTI_DEBUG_PRINTER_BEFORE_LAUNCH &&

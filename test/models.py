@@ -103,14 +103,17 @@ class UndeclaredMutation(torch.nn.Module):
 
 class FillRows(torch.nn.Module):
     """Fills input a in place, then reads a and b; the caller passes a and b
-    as two halves of one tensor, so rows past a are b's."""
+    as two halves of one tensor, so rows past a are b's. `library`:
+    adp_models (the op's kernel is Python), or adp_cpp (a C++ kernel,
+    test/cpp/fill_rows_op.cpp, loaded first)."""
 
-    def __init__(self, past: int = 0) -> None:
+    def __init__(self, past: int = 0, library: str = "adp_models") -> None:
         super().__init__()
         self.past = past
+        self.fill_rows_ = getattr(torch.ops, library).fill_rows_
 
     def forward(self, a, b, x):
-        torch.ops.adp_models.fill_rows_(a, torch.relu(x), self.past)
+        self.fill_rows_(a, torch.relu(x), self.past)
         return a.sum(0) + b.sum(0) * 2
 
 
@@ -118,7 +121,9 @@ def build(name: str, device: str = "cpu"):
     torch.manual_seed(0)
     model = {"mlp": MLP, "addmm": Addmm, "twice_mm": TwiceMM, "dynamic": Dynamic,
              "nan_maker": NanMaker, "custom_op": CustomOp, "undeclared_mutation": UndeclaredMutation,
-             "fills_rows": FillRows, "writes_past": lambda: FillRows(past=1)}[name]()
+             "fills_rows": FillRows, "writes_past": lambda: FillRows(past=1),
+             "cpp_fills_rows": lambda: FillRows(library="adp_cpp"),
+             "cpp_writes_past": lambda: FillRows(past=1, library="adp_cpp")}[name]()
     model = model.eval().to(device)
     if name in ("mlp", "nan_maker"):
         inputs = (torch.randn(3, 8),)
@@ -126,7 +131,7 @@ def build(name: str, device: str = "cpu"):
         inputs = (torch.randn(5, 3),)
     elif name == "addmm":
         inputs = (torch.randn(4, 5),)
-    elif name in ("fills_rows", "writes_past"):
+    elif name in ("fills_rows", "writes_past", "cpp_fills_rows", "cpp_writes_past"):
         halves = torch.randn(8, 4, device=device)
         return model, (halves[:4], halves[4:], torch.randn(4, 4, device=device))
     elif name in ("custom_op", "undeclared_mutation"):

@@ -125,3 +125,22 @@ def test_one_build_tree_two_environments(tmp_path):
                        capture_output=True, text=True, timeout=300,
                        env={**os.environ, "PYTHONPATH": str(tmp_path / "unpacked")})
     assert r.stdout.split() == ["3.0"], r.stderr[-2000:]
+
+
+@pytest.mark.skipif(shutil.which("nm") is None, reason="no nm (binutils)")
+def test_the_library_exports_only_its_c_abi_and_its_own_namespace():
+    """The inline torch and standard-library code compiled into the library
+    stays local (csrc/exports.map): it can neither clash with libtorch's own
+    nor stand in for it."""
+    from aoti_debug_printer import _C
+
+    listing = subprocess.run(["nm", "-D", "--defined-only", "-C", _C.library_path()],
+                             capture_output=True, text=True, check=True).stdout
+    names = {line.split(" ", 2)[2] for line in listing.splitlines() if line.count(" ") >= 2}
+    assert {"aoti_debug_printer_get_api", "aoti_torch_print_tensor_handle",
+            "aoti_torch_save_tensor_handle"} <= names
+    foreign = sorted(n for n in names if not n.startswith(
+        ("aoti_debug_printer_", "aoti_debug_printer::", "aoti_torch_print_tensor_handle",
+         "aoti_torch_save_tensor_handle")))
+    assert foreign == []
+

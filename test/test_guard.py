@@ -16,6 +16,16 @@ import models
 pytestmark = pytest.mark.slow
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
+# The op's kernel in Python, on CPU and CUDA; in C++, on CPU.
+FILL_ROWS_KERNELS = [("cpu", ""), pytest.param("cuda", "", marks=pytest.mark.gpu), ("cpu", "cpp_")]
+
+
+@pytest.fixture
+def load_kernel(cpp_build):
+    def load(prefix: str) -> None:
+        if prefix == "cpp_":
+            torch.ops.load_library(str(cpp_build / "libadp_cpp_ops.so"))
+    return load
 
 
 def run_guarded(package_path, inputs, guard: int, output):
@@ -50,51 +60,73 @@ def test_op_that_changes_an_input_it_only_reads_is_named(package, tmp_path, dump
     torch.testing.assert_close(after, 2 * y.cpu())
 
 
-@pytest.mark.parametrize("device", DEVICES)
-def test_op_that_writes_past_its_output_into_a_live_neighbour_is_named(package, tmp_path, device):
+@pytest.mark.parametrize("device,kernel", FILL_ROWS_KERNELS)
+def test_op_that_writes_past_its_output_into_a_live_neighbour_is_named(
+        package, tmp_path, load_kernel, device, kernel):
     """a and b are two halves of one tensor; the op declares that it writes
     a, and writes one row of b too. No fault: the row is inside a valid
     allocation. The guard finds b changed before its reader, and at guard 2
     names the op."""
-    path = package("writes_past", 2, device=device)
-    _, inputs = models.build("writes_past", device)
+    load_kernel(kernel)
+    op = "adp_cpp::fill_rows_" if kernel else "adp_models::fill_rows_"
+    path = package(f"{kernel}writes_past", 2, device=device)
+    _, inputs = models.build(f"{kernel}writes_past", device)
     with pytest.raises(RuntimeError):  # the message is torch's; the record says why
         run_guarded(path, inputs, 1, tmp_path / "g1.jsonl")
     (found,) = findings(tmp_path / "g1.jsonl")
     assert found["kind"] == "overwritten_before_read" and found["phase"] == "before_launch"
     b = found["arg"]
     assert found["writer"] == f"the caller (model input {b})"
-    assert any(k.startswith("adp_models::fill_rows_ ") for k in found["between"])
+    assert any(k.startswith(f"{op} ") for k in found["between"])
     assert found["culprit"] == ""
 
-    _, inputs = models.build("writes_past", device)
+    _, inputs = models.build(f"{kernel}writes_past", device)
     with pytest.raises(RuntimeError):  # the message is torch's; the record says why
         run_guarded(path, inputs, 2, tmp_path / "g2.jsonl")
     (found,) = findings(tmp_path / "g2.jsonl")
-    assert found["arg"] == b and found["culprit"].startswith("adp_models::fill_rows_ (launch ")
+    assert found["arg"] == b and found["culprit"].startswith(f"{op} (launch ")
 
 
-@pytest.mark.parametrize("device", DEVICES)
-def test_the_same_op_writing_only_its_output_raises_no_alarm(package, tmp_path, device):
-    path = package("fills_rows", 2, device=device)
-    model, inputs = models.build("fills_rows", device)
+@pytest.mark.parametrize("device,kernel", FILL_ROWS_KERNELS)
+def test_the_same_op_writing_only_its_output_raises_no_alarm(package, tmp_path, load_kernel, device,
+                                                             kernel):
+    load_kernel(kernel)
+    path = package(f"{kernel}fills_rows", 2, device=device)
+    model, inputs = models.build(f"{kernel}fills_rows", device)
     expected = model(*[t.clone() for t in inputs])
     for guard in (0, 1, 2):
-        _, inputs = models.build("fills_rows", device)
+        _, inputs = models.build(f"{kernel}fills_rows", device)
         got = run_guarded(path, inputs, guard, tmp_path / f"g{guard}.jsonl")
         assert torch.equal(got, expected) and findings(tmp_path / f"g{guard}.jsonl") == []
 
 
 def test_read_only_arguments_are_recorded_once(package, records):
     """Before launch only: an argument a kernel only reads is unchanged after
-    it, unless the guard says otherwise."""
+    it, unless the guard says otherwise. With roles off (for a role in
+    doubt), every argument is recorded in full before and after launch."""
     runner = torch._inductor.aoti_load_package(str(package("mlp", 2)))
     _, inputs = models.build("mlp")
+
+    def kernel_records() -> list[dict]:
+        return [r for r in records() if r["event"] == "tensor" and r["kernel"]]
+
     runner(*inputs)
-    tensors = [r for r in records() if r["event"] == "tensor" and r["kernel"]]
-    reads = [r for r in tensors if r["role"] == "read"]
+    with_roles = kernel_records()
+    reads = [r for r in with_roles if r["role"] == "read"]
     assert reads and all(r["phase"] == "before_launch" for r in reads)
-    assert any(r["phase"] == "after_launch" for r in tensors)
+    writes = [r for r in with_roles if r["role"] == "write"]
+    assert any(r["phase"] == "before_launch" and r["stats"] is None for r in writes)
+
+    with aoti_debug_printer.options(roles=0):
+        runner(*inputs)
+    without = kernel_records()[len(with_roles):]
+    assert {r["role"] for r in without} == {""}
+    phases = {(r["kernel"], r["arg"]): set() for r in without}
+    for r in without:
+        phases[(r["kernel"], r["arg"])].add(r["phase"])
+        assert r["stats"] is not None
+    assert all(p == {"before_launch", "after_launch"} for p in phases.values())
+    assert len(without) > len(with_roles)
 
 
 def test_guard_in_the_jit_wrapper_names_the_op(tmp_path):
