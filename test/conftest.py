@@ -13,6 +13,10 @@ from pathlib import Path
 # One fresh Inductor cache for the session, set before torch is imported, so
 # every compile below is a real one and runs never see another's code.
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="adp-inductor-"))
+# Snapshots a test does not send elsewhere (the guard's, a level-1 run's) go
+# to a temporary directory, never into the checkout (upstream's default is
+# ./tmp/aoti_torch/).
+os.environ.setdefault("AOTI_DEBUG_PRINTER_DUMP_DIR", tempfile.mkdtemp(prefix="adp-dumps-"))
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
