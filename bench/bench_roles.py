@@ -19,6 +19,8 @@ directory. Variants run in interleaved rounds, the best round kept.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures as futures
+import multiprocessing
 import os
 import statistics
 import sys
@@ -51,10 +53,13 @@ def median_ms(run, runs: int, device: str) -> float:
     return statistics.median(times)
 
 
-def compile_at(program, level: int, ours: bool, path: Path):
+def compile_at(device: str, level: int, ours: bool, path: str) -> str:
+    """In a fresh process: the model compiled by our printer or the built-in."""
     (aoti_debug_printer.install if ours else aoti_debug_printer.uninstall)()
+    model, inputs, dynamic = finding_models.build("pre_ln_transformer", device=device)
+    program = torch.export.export(model, inputs, dynamic_shapes=dynamic)
     with torch._inductor.config.patch({"aot_inductor.debug_intermediate_value_printer": str(level)}):
-        return torch._inductor.aoti_compile_and_package(program, package_path=str(path))
+        return torch._inductor.aoti_compile_and_package(program, package_path=path)
 
 
 # (row, compiled variant, run-time options of ours)
@@ -77,14 +82,16 @@ def main() -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--runs", type=int, default=20)
     args = parser.parse_args()
-    model, inputs, dynamic = finding_models.build("pre_ln_transformer", device=args.device)
-    program = torch.export.export(model, inputs, dynamic_shapes=dynamic)
+    _, inputs, _ = finding_models.build("pre_ln_transformer", device=args.device)
     work = Path(tempfile.mkdtemp(prefix="bench-roles-"))
     # The built-in saves under the working directory.
     os.chdir(work)
-    paths = {f"{who} {level}": compile_at(program, level, who == "ours", work / f"{who}-{level}.pt2")
-             for who in ("ours", "built-in") for level in (0, 1, 2)
-             if who == "ours" or level > 0}
+    variants = {f"{who} {level}": (level, who == "ours")
+                for who in ("ours", "built-in") for level in (0, 1, 2) if who == "ours" or level > 0}
+    with futures.ProcessPoolExecutor(len(variants), mp_context=multiprocessing.get_context("spawn")) as pool:
+        jobs = {name: pool.submit(compile_at, args.device, level, ours, str(work / f"{i}.pt2"))
+                for i, (name, (level, ours)) in enumerate(variants.items())}
+        paths = {name: job.result() for name, job in jobs.items()}
     aoti_debug_printer.install()
     runners = {name: torch._inductor.aoti_load_package(path) for name, path in paths.items()}
     results: dict[str, list[float]] = {row: [] for row, _, _ in ROWS}
