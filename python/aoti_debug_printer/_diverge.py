@@ -15,6 +15,7 @@ import contextlib
 import importlib
 import logging
 import tempfile
+import warnings
 import zipfile
 from collections import Counter
 from dataclasses import dataclass, field
@@ -85,19 +86,25 @@ def load_program(program):
                 f"{path} is an AOTInductor package (compiled code, no graph to run eagerly); "
                 "give the exported program it was compiled from: "
                 "torch.export.save(torch.export.export(model, inputs), 'program.pt2')")
-    # torch logs a traceback as a warning before it raises; the one line
-    # below says what to do instead.
+    # torch logs a traceback, and may warn (torch 2.11: about a non-writable
+    # buffer), before it raises; the one line below says what to do instead.
+    # A program that loads keeps torch's warnings.
     export_log = logging.getLogger("torch.export")
     level = export_log.level
     export_log.setLevel(logging.CRITICAL)
     try:
-        return torch.export.load(str(path))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            program = torch.export.load(str(path))
     except Exception as e:  # noqa: BLE001 - any failure means: not a program we can load
         raise ProgramError(f"{path} could not be loaded as an exported program "
                            f"({first_line(e)}); if it calls custom ops, --import the module "
                            "that registers them") from None
     finally:
         export_log.setLevel(level)
+    for w in caught:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return program
 
 
 def load_inputs(path) -> tuple[tuple, dict]:
