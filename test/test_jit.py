@@ -70,13 +70,16 @@ def test_jit_cpp_wrapper_goes_through_the_same_shim(compiled_at, records):
     assert {r["run"] for r in recs} == {recs[0]["run"]} and recs[0]["phase"] == "model_input"
 
 
-def test_custom_op_in_the_python_wrapper_is_recorded(records):
-    """The Python wrapper calls a custom op as `bufN = op(...)`: it gets a
-    launch named after the op, its inputs before and after, its output after."""
+@pytest.mark.parametrize("cpp_wrapper", [False, True], ids=["python_wrapper", "cpp_wrapper"])
+def test_custom_op_in_the_jit_wrappers_is_recorded(records, cpp_wrapper):
+    """The Python wrapper calls a custom op as `bufN = op(...)`, the C++
+    wrapper through the dispatcher: either way it gets a launch named after
+    the op, its inputs before launch, its output after."""
     torch._dynamo.reset()
     aoti_debug_printer.install()
     model, (x, s) = models.build("custom_op")
-    with torch._inductor.config.patch({"aot_inductor.debug_intermediate_value_printer": "2"}):
+    patch = {"aot_inductor.debug_intermediate_value_printer": "2", "cpp_wrapper": cpp_wrapper}
+    with torch._inductor.config.patch(patch):
         got = torch.compile(model)(x, s)
     torch._dynamo.reset()
     torch.testing.assert_close(got, model(x, s))

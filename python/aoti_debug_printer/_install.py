@@ -152,11 +152,12 @@ def _note_kernel_nodes_in(module: ModuleType, class_name: str) -> None:
 
 
 def _record_fallback_calls_in(module: ModuleType) -> None:
-    """AOTInductor calls ops that no C shim covers (custom ops among them)
-    through its proxy executor, a line the printer is never asked about:
-    give those calls records like every other kernel's."""
+    """The C++ wrapper calls ops that no C shim covers (custom ops among
+    them) in lines the printer is never asked about: AOTInductor through its
+    proxy executor, the JIT cpp_wrapper through the dispatcher or Python.
+    Give those calls records like every other kernel's."""
 
-    def make(original):
+    def make_aot(original):
         def generate_fallback_kernel_with_runtime_lookup_aot(self, op_overload, raw_args,
                                                              output_args, *args, **kwargs):
             from ._codegen import fallback_call_records
@@ -166,8 +167,21 @@ def _record_fallback_calls_in(module: ModuleType) -> None:
 
         return generate_fallback_kernel_with_runtime_lookup_aot
 
-    _wrap_method(module, "CppWrapperCpu", "generate_fallback_kernel_with_runtime_lookup_aot", make,
+    def make_jit(original):
+        def _generate_fallback_kernel_jit(self, buf_name, python_kernel_name, get_args, op_overload,
+                                          raw_args, output_args, *args, **kwargs):
+            from ._codegen import fallback_call_records
+
+            with fallback_call_records(self, op_overload, raw_args, output_args):
+                return original(self, buf_name, python_kernel_name, get_args, op_overload, raw_args,
+                                output_args, *args, **kwargs)
+
+        return _generate_fallback_kernel_jit
+
+    _wrap_method(module, "CppWrapperCpu", "generate_fallback_kernel_with_runtime_lookup_aot", make_aot,
                  "ops called through the proxy executor get no records")
+    _wrap_method(module, "CppWrapperCpu", "_generate_fallback_kernel_jit", make_jit,
+                 "ops the JIT cpp_wrapper calls through the dispatcher get no records")
 
 
 def _record_python_fallback_calls_in(module: ModuleType) -> None:
