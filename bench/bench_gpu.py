@@ -3,11 +3,12 @@
 1. per-tensor statistics of float32 and bfloat16 tensors of 64 MiB to 1 GiB:
    ours against the bandwidth floor (bytes read / device-to-device copy
    bandwidth measured now) and against PyTorch's built-in level-2 print;
-2. one inference of a model with many kernels: printer off, our level 2,
-   the built-in level 2, our level 3 with and without the sync after each
-   kernel, the built-in level 3 (all printing to /dev/null).
+2. one inference of each model (a model of many small kernels; ResNet-18,
+   GPT-2 and BERT architectures, bench/real_models.py): printer off, our
+   level 2, the built-in level 2, our level 3 with and without the sync
+   after each kernel, the built-in level 3 (all printing to /dev/null).
 
-    python bench/bench_gpu.py [--sizes-mib 0.0625 64 256 1024] [--runs 20] [--skip-model] [--profile]
+    python bench/bench_gpu.py [--sizes-mib 0.0625 64 256 1024] [--runs 20] [--models ...] [--profile]
 
 The 64 KiB row is not a target size: it shows the fixed cost of one call
 (launches, the copy back, the sync), which is what a model's many small
@@ -113,42 +114,61 @@ VARIANTS = {
 }
 
 
-def compile_variant(level: str, ours: bool, path: str) -> str:
-    """In a fresh process: compile the many-kernel model for CUDA."""
-    import gpu_models
+def build_model(name: str):
+    """'deep' (test/gpu_models.py: many small kernels) or a real architecture."""
+    if name == "deep":
+        import gpu_models
 
+        return gpu_models.build("deep")
+    import real_models
+
+    return real_models.build(name)
+
+
+def compile_variant(model_name: str, level: str, ours: bool, path: str) -> str:
+    """In a fresh process: compile one model for CUDA, by our printer or the built-in."""
     (aoti_debug_printer.install if ours else aoti_debug_printer.uninstall)()
-    model, inputs = gpu_models.build("deep")
+    model, inputs = build_model(model_name)
     with torch._inductor.config.patch({"aot_inductor.debug_intermediate_value_printer": level}):
-        ep = torch.export.export(model, inputs)
+        ep = torch.export.export(model, inputs, strict=False)
         return torch._inductor.aoti_compile_and_package(ep, package_path=path)
 
 
-def bench_model(runs: int) -> None:
-    import gpu_models
-
-    _, inputs = gpu_models.build("deep")
+def bench_models(model_names: list[str], runs: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         ctx = multiprocessing.get_context("spawn")
-        with futures.ProcessPoolExecutor(len(VARIANTS), mp_context=ctx) as pool:
-            jobs = {name: pool.submit(compile_variant, level, ours, f"{tmp}/{i}.pt2")
-                    for i, (name, (level, ours)) in enumerate(VARIANTS.items())}
-            paths = {name: job.result() for name, job in jobs.items()}
+        builds = [(m, name, level, ours) for m in model_names for name, (level, ours) in VARIANTS.items()]
+        with futures.ProcessPoolExecutor(min(len(builds), os.cpu_count() or 1), mp_context=ctx) as pool:
+            jobs = {(m, name): pool.submit(compile_variant, m, level, ours, f"{tmp}/{i}.pt2")
+                    for i, (m, name, level, ours) in enumerate(builds)}
+            paths = {}
+            for key, job in jobs.items():
+                try:
+                    paths[key] = job.result()
+                except ImportError as e:  # torchvision or transformers missing
+                    print(f"  {key[0]}: skipped ({e})")
         aoti_debug_printer.install()
-        runners = {name: torch._inductor.aoti_load_package(p) for name, p in paths.items()}
-        cases = [(name, name, None) for name in runners]
-        cases.insert(4, ("ours, level 3, no sync", "ours, level 3", "off"))
-        results: dict[str, list[float]] = {name: [] for name, _, _ in cases}
-        with stdout_to_devnull():
-            for _ in range(3):  # interleaved rounds: drift hits every variant alike
-                for name, variant, sync in cases:
-                    aoti_debug_printer.set_option("sync", sync or "auto")
-                    run = runners[variant]
-                    results[name].append(gpu_ms(lambda run=run: run(*inputs), max(runs // 3, 1)))
-        aoti_debug_printer.set_option("sync", "auto")
+        for m in model_names:
+            if (m, "off (level 0)") not in paths:
+                continue
+            runners = {name: torch._inductor.aoti_load_package(paths[(m, name)]) for name in VARIANTS}
+            bench_model(m, runners, runs)
+
+
+def bench_model(model_name: str, runners: dict, runs: int) -> None:
+    _, inputs = build_model(model_name)
+    cases = [(name, name, None) for name in runners]
+    cases.insert(4, ("ours, level 3, no sync", "ours, level 3", "off"))
+    results: dict[str, list[float]] = {name: [] for name, _, _ in cases}
+    with stdout_to_devnull():
+        for _ in range(3):  # interleaved rounds: drift hits every variant alike
+            for name, variant, sync in cases:
+                aoti_debug_printer.set_option("sync", sync or "auto")
+                run = runners[variant]
+                results[name].append(gpu_ms(lambda run=run: run(*inputs), max(runs // 3, 1)))
+    aoti_debug_printer.set_option("sync", "auto")
     base = min(results["off (level 0)"])
-    print(f"\nOne inference of the 'deep' model ({len(gpu_models.Deep().layers)} blocks), "
-          f"records to /dev/null:")
+    print(f"\nOne inference of {model_name}, records to /dev/null:")
     print(f"  {'variant':<26}{'ms':>9}{'vs off':>9}{'overhead ms':>13}")
     for name, times in results.items():
         ms = min(times)
@@ -163,7 +183,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--sizes-mib", type=float, nargs="+", default=[0.0625, 64, 256, 1024])
     parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--skip-model", action="store_true")
+    parser.add_argument("--models", nargs="*", default=["deep", "resnet18", "gpt2", "bert"],
+                        help="whole-model rows: deep (many small kernels), resnet18, gpt2, bert; "
+                             "none for the per-tensor table only")
     parser.add_argument("--profile", action="store_true", help="where one small record's time goes")
     args = parser.parse_args()
     if not torch.cuda.is_available():
@@ -172,8 +194,8 @@ def main() -> None:
     bench_stats(args.sizes_mib, args.runs)
     if args.profile:
         profile_small_record()
-    if not args.skip_model:
-        bench_model(args.runs)
+    if args.models:
+        bench_models(args.models, args.runs)
 
 
 if __name__ == "__main__":

@@ -27,19 +27,20 @@ py::object scalar_to_py(const std::optional<c10::Scalar>& s) {
 }
 
 // `on`: "auto" (where the record path computes them), "host" (one copy,
-// then the CPU), "device" (the fused kernel; CUDA tensors only).
-py::dict stats_dict(const at::Tensor& t, const std::string& on) {
+// then the CPU), "device" (the fused kernel; CUDA tensors only). With
+// `fingerprint`, the same pass computes the write guard's fingerprint.
+py::dict stats_dict(const at::Tensor& t, const std::string& on, bool fingerprint) {
   TensorStats s;
   {
     py::gil_scoped_release no_gil;
     if (on == "auto") {
-      s = read_contents(t, 0, true).stats;
+      s = read_contents(t, 0, fingerprint).stats;
     } else if (on == "host") {
-      s = compute_stats(to_host(t), t.device().is_cpu());
+      s = compute_stats(to_host(t), fingerprint && t.device().is_cpu());
     } else if (on == "device") {
       TORCH_CHECK(device::computes_stats_on(t), "no device statistics for a tensor on ", t.device(),
                   " in this build");
-      s = device::snapshot(t, false, true).stats;
+      s = device::snapshot(t, false, fingerprint).stats;
     } else {
       throw std::invalid_argument("on must be 'auto', 'host' or 'device', got '" + on + "'");
     }
@@ -58,7 +59,7 @@ py::dict stats_dict(const at::Tensor& t, const std::string& on) {
   d["absmax"] = s.absmax;
   d["of"] = s.of_modulus ? "modulus" : "value";
   d["unsupported"] = s.unsupported;
-  // Where the pass read the tensor's own memory.
+  // When asked for, and the pass read the tensor's own memory.
   d["fingerprint"] = s.fingerprint ? py::object(py::int_(*s.fingerprint)) : py::none();
   return d;
 }
@@ -151,8 +152,8 @@ PYBIND11_MODULE(_C, m) {
         py::arg("role") = static_cast<int>(AOTI_DEBUG_PRINTER_ROLE_UNKNOWN),
         "Print or save one kernel argument (node: the exported program's node it holds; why: "
         "the reason it holds none; role: AOTI_DEBUG_PRINTER_ROLE_*).");
-  m.def("stats", &stats_dict, py::arg("tensor"), py::arg("on") = "auto",
-        "The fused statistics of a tensor.");
+  m.def("stats", &stats_dict, py::arg("tensor"), py::arg("on") = "auto", py::arg("fingerprint") = false,
+        "The fused statistics of a tensor (with the write guard's fingerprint when asked).");
   m.def("fingerprint",
         [](const at::Tensor& t) -> std::optional<uint64_t> {
           py::gil_scoped_release no_gil;

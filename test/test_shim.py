@@ -109,9 +109,9 @@ def test_fingerprint_changes_with_any_element_and_the_statistics_pass_agrees(dty
     or swapping two, changes it."""
     t = random_bits(dtype)
     print_of = _C.fingerprint(t)
-    assert print_of == _C.stats(t)["fingerprint"] == _C.fingerprint(t.clone())
+    assert print_of == _C.stats(t, fingerprint=True)["fingerprint"] == _C.fingerprint(t.clone())
     for view in (t.t(), t[:, ::2], t[1:], t[:1].expand(5, 7), t[2, 3]):
-        assert _C.fingerprint(view) == _C.stats(view)["fingerprint"] is not None
+        assert _C.fingerprint(view) == _C.stats(view, fingerprint=True)["fingerprint"] is not None
     # Element by element, as bytes (bool: flipping the low bit keeps it a bool).
     def as_rows(x):
         return x.reshape(-1).view(torch.uint8).view(x.numel(), -1)
@@ -130,7 +130,7 @@ def test_fingerprint_changes_with_any_element_and_the_statistics_pass_agrees(dty
 
 def test_fingerprint_of_what_has_no_statistics_is_none():
     bits = torch.zeros(4, dtype=torch.uint8).view(torch.bits8)
-    assert _C.fingerprint(bits) is None and _C.stats(bits)["fingerprint"] is None
+    assert _C.fingerprint(bits) is None and _C.stats(bits, fingerprint=True)["fingerprint"] is None
     assert _C.fingerprint(torch.zeros(3).to_sparse()) is None
     # Empty tensors of two dtypes differ; of one dtype, they agree.
     assert _C.fingerprint(torch.empty(0)) != _C.fingerprint(torch.empty(0, dtype=torch.int32))
