@@ -167,21 +167,50 @@ def _record_fallback_calls_in(module: ModuleType) -> None:
 
         return generate_fallback_kernel_with_runtime_lookup_aot
 
-    def make_jit(original):
-        def _generate_fallback_kernel_jit(self, buf_name, python_kernel_name, get_args, op_overload,
-                                          raw_args, output_args, *args, **kwargs):
-            from ._codegen import fallback_call_records
-
-            with fallback_call_records(self, op_overload, raw_args, output_args):
+    # The JIT cpp_wrapper's call is written by one of several methods (the
+    # dispatcher, boxed, or through Python; which exist depends on the
+    # torch), each given the call's output names but not its IR arguments:
+    # the method that picks one keeps those for it.
+    def make_lookup(original):
+        def generate_fallback_kernel_with_runtime_lookup(self, buf_name, python_kernel_name, get_args,
+                                                         op_overload, raw_args, *args, **kwargs):
+            self._aoti_debug_printer_call = (op_overload, raw_args)
+            try:
                 return original(self, buf_name, python_kernel_name, get_args, op_overload, raw_args,
-                                output_args, *args, **kwargs)
+                                *args, **kwargs)
+            finally:
+                self._aoti_debug_printer_call = None
 
-        return _generate_fallback_kernel_jit
+        return generate_fallback_kernel_with_runtime_lookup
+
+    def make_jit(output_args_at: int):
+        def make(original):
+            def write_call(self, *args, **kwargs):
+                from ._codegen import fallback_call_records
+
+                call = getattr(self, "_aoti_debug_printer_call", None)
+                if call is None:
+                    return original(self, *args, **kwargs)
+                output_args = kwargs["output_args"] if "output_args" in kwargs else args[output_args_at]
+                with fallback_call_records(self, *call, output_args):
+                    return original(self, *args, **kwargs)
+
+            return write_call
+
+        return make
 
     _wrap_method(module, "CppWrapperCpu", "generate_fallback_kernel_with_runtime_lookup_aot", make_aot,
                  "ops called through the proxy executor get no records")
-    _wrap_method(module, "CppWrapperCpu", "_generate_fallback_kernel_jit", make_jit,
-                 "ops the JIT cpp_wrapper calls through the dispatcher get no records")
+    lost = "ops the JIT cpp_wrapper calls without a C shim get no records"
+    _wrap_method(module, "CppWrapperCpu", "generate_fallback_kernel_with_runtime_lookup", make_lookup, lost)
+    # (get_args, op_overload, output_args, outputs)
+    _wrap_method(module, "CppWrapperCpu", "generate_fallback_kernel_with_runtime_lookup_nopython",
+                 make_jit(2), lost)
+    # (op_overload, raw_args, output_args, outputs); torch 2.13 and later
+    _wrap_method(module, "CppWrapperCpu", "generate_fallback_kernel_with_runtime_lookup_boxed", make_jit(2))
+    # (buf_name, python_kernel_name, op_overload, raw_args, output_args, outputs)
+    _wrap_method(module, "CppWrapperCpu", "generate_fallback_kernel_with_runtime_lookup_python",
+                 make_jit(4), lost)
 
 
 def _record_python_fallback_calls_in(module: ModuleType) -> None:
