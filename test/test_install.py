@@ -69,6 +69,15 @@ def test_unchanged_script_at_level_2(tmp_path):
     assert any(k.startswith("cpp_fused_") for k in kernels)
     assert any(phase == "model_input" for phase, _ in heads)
     assert "max |compiled - eager| =" in r.stdout
+    # No leftover memory: outputs before launch carry no statistics, and no
+    # number of the demo's small values has a huge exponent (leftover memory
+    # printed -1.8875e+38 and 1.4013e-45 before roles).
+    records = re.split(r"^(?=\[aoti-debug-printer\] )", r.stdout, flags=re.M)
+    unwritten = [rec for rec in records if "output, not yet written" in rec]
+    assert unwritten and all(rec.startswith("[aoti-debug-printer] before_launch") for rec in unwritten)
+    assert not any("finite=" in rec for rec in unwritten)
+    exponents = [int(e) for e in re.findall(r"\de([-+]\d+)", r.stdout)]
+    assert all(abs(e) < 20 for e in exponents), sorted(exponents)[:3] + sorted(exponents)[-3:]
 
 
 def test_missing_hook_point_names_the_torch_version():
