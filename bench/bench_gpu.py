@@ -6,7 +6,9 @@
 2. one inference of each model (a model of many small kernels; ResNet-18,
    GPT-2 and BERT architectures, bench/real_models.py): printer off, our
    level 2, the built-in level 2, our level 3 with and without the sync
-   after each kernel, the built-in level 3 (all printing to /dev/null).
+   after each kernel, the built-in level 3 (all printing to /dev/null), and
+   the printer off with CUDA_LAUNCH_BLOCKING=1: a bare sync after every
+   launch, the baseline for our level 3.
 
     python bench/bench_gpu.py [--sizes-mib 0.0625 64 256 1024] [--runs 20] [--models ...] [--profile]
 
@@ -22,6 +24,7 @@ import concurrent.futures as futures
 import multiprocessing
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -152,10 +155,21 @@ def bench_models(model_names: list[str], runs: int) -> None:
             if (m, "off (level 0)") not in paths:
                 continue
             runners = {name: torch._inductor.aoti_load_package(paths[(m, name)]) for name in VARIANTS}
-            bench_model(m, runners, runs)
+            blocking = time_launch_blocking(m, paths[(m, "off (level 0)")], runs)
+            bench_model(m, runners, runs, blocking)
 
 
-def bench_model(model_name: str, runners: dict, runs: int) -> None:
+def time_launch_blocking(model_name: str, package: str, runs: int) -> float:
+    """The printer-off package with a sync after every launch
+    (CUDA_LAUNCH_BLOCKING=1, which holds for a whole process: a child's):
+    the baseline our level-3 sync is held to."""
+    child = subprocess.run(
+        [sys.executable, __file__, "--time-package", package, "--models", model_name, "--runs", str(runs)],
+        env={**os.environ, "CUDA_LAUNCH_BLOCKING": "1"}, capture_output=True, text=True, check=True)
+    return float(child.stdout.split()[-1])
+
+
+def bench_model(model_name: str, runners: dict, runs: int, blocking_ms: float) -> None:
     _, inputs = build_model(model_name)
     cases = [(name, name, None) for name in runners]
     cases.insert(4, ("ours, level 3, no sync", "ours, level 3", "off"))
@@ -173,10 +187,15 @@ def bench_model(model_name: str, runners: dict, runs: int) -> None:
     for name, times in results.items():
         ms = min(times)
         print(f"  {name:<26}{ms:>9.3f}{ms / base:>8.1f}x{ms - base:>13.3f}")
+    print(f"  {'off, CUDA_LAUNCH_BLOCKING=1':<26}{blocking_ms:>9.3f}{blocking_ms / base:>8.1f}x"
+          f"{blocking_ms - base:>13.3f}")
     for level in ("2", "3"):
         ours = min(results[f"ours, level {level}"]) - base
         builtin = min(results[f"built-in, level {level}"]) - base
         print(f"  level {level}: our overhead / built-in overhead = {ours / builtin:.2f}")
+    ours = min(results["ours, level 3"]) - base
+    print(f"  level 3 with the sync: our overhead / a bare sync after every launch = "
+          f"{ours / max(blocking_ms - base, 1e-9):.2f}")
 
 
 def main() -> None:
@@ -187,10 +206,16 @@ def main() -> None:
                         help="whole-model rows: deep (many small kernels), resnet18, gpt2, bert; "
                              "none for the per-tensor table only")
     parser.add_argument("--profile", action="store_true", help="where one small record's time goes")
+    parser.add_argument("--time-package", help=argparse.SUPPRESS)  # the launch-blocking child
     args = parser.parse_args()
     if not torch.cuda.is_available():
         sys.exit("bench_gpu.py needs a CUDA device")
     os.environ.setdefault("AOTI_DEBUG_PRINTER_OUTPUT", "stdout")
+    if args.time_package:
+        _, inputs = build_model(args.models[0])
+        run = torch._inductor.aoti_load_package(args.time_package)
+        print(gpu_ms(lambda: run(*inputs), args.runs))
+        return
     bench_stats(args.sizes_mib, args.runs)
     if args.profile:
         profile_small_record()
