@@ -117,7 +117,11 @@ struct Entry {
 struct KernelArg {
   std::string name, role;
   Span span;
-  at::Tensor before;  // a copy, for arguments the kernel only reads
+  // For arguments the kernel only reads: a copy (what changed, and the
+  // "before" file), and the fingerprint its record computed, if any, so
+  // that an unchanged argument costs one read after launch, not a compare.
+  at::Tensor before;
+  std::optional<uint64_t> before_print;
 };
 
 // Per thread, as the printer's indices: each thread runs its own buffers.
@@ -239,12 +243,15 @@ std::string before_use(const Settings& settings, const Where& w, const at::Tenso
     remember(w, t, "the caller (model input " + w.arg + ")", print);
     return "";
   }
-  KernelArg arg{w.arg, w.role, span_of(t), {}};
+  KernelArg arg{w.arg, w.role, span_of(t), {}, {}};
   if (w.role == "write") {  // its old contents are the kernel's to overwrite
     state.args.push_back(std::move(arg));
     return "";
   }
-  if (reads_only(w.role)) arg.before = t.clone();
+  if (reads_only(w.role)) {
+    arg.before = t.clone();
+    arg.before_print = print;
+  }
   state.args.push_back(std::move(arg));
   const auto held = std::find_if(state.entries.begin(), state.entries.end(),
                                  [&](const Entry& e) { return e.is_view_of(t); });
@@ -280,6 +287,7 @@ std::string after_use(const Settings& settings, const Where& w, const at::Tensor
   const auto arg = std::find_if(state.args.begin(), state.args.end(),
                                 [&](const KernelArg& a) { return a.name == w.arg; });
   if (arg == state.args.end() || !arg->before.defined()) return "";
+  if (arg->before_print && fingerprint(t) == arg->before_print) return "";
   const Difference d = difference(arg->before, t);
   if (d.changed == 0) return "";
   if (written_by_current_kernel(arg->span, arg->name)) {

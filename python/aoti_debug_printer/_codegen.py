@@ -387,9 +387,10 @@ def _returns_one_tensor(op) -> bool:
 
 @contextmanager
 def fallback_call_records(wrapper, op, raw_args, output_args):
-    """Records around a call through AOTInductor's proxy executor (custom
-    ops, and ops no C shim covers): the op's tensor arguments before and
-    after, its outputs (made by the call) after.
+    """Records around a call of an op no C shim covers (custom ops among
+    them) in the C++ wrapper: AOTInductor's proxy executor, or the JIT
+    cpp_wrapper's dispatcher call. The op's tensor arguments before launch
+    (and after, those it may write), its outputs (made by the call) after.
 
     Inductor writes these calls while it schedules, but renders generated
     kernels' calls later, and the records of every kernel are decided as
