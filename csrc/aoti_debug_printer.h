@@ -17,10 +17,11 @@
 #include <stdint.h>
 #include <torch/csrc/inductor/aoti_torch/c/shim.h>
 
-// 3 added tensor_held (roles and the reason a tensor has no node). Tables
-// only grow at the end, and `size` says how much of one a caller may use,
-// so packages compiled against an older header keep loading.
-#define AOTI_DEBUG_PRINTER_ABI_VERSION 3
+// 3 added tensor_held (roles and the reason a tensor has no node); 4 runs
+// that end (begin_run_with_end, end_run). Tables only grow at the end, and
+// `size` says how much of one a caller may use, so packages compiled
+// against an older header keep loading.
+#define AOTI_DEBUG_PRINTER_ABI_VERSION 4
 #define AOTI_DEBUG_PRINTER_OLDEST_ABI_VERSION 2
 
 #ifdef __cplusplus
@@ -77,6 +78,14 @@ enum {
 
 // Starts a new run of a model on this thread: resets launch and call indices.
 void aoti_debug_printer_begin_run(void);
+// The same, for a run that aoti_debug_printer_end_run will end (the C++
+// helper aoti_debug_printer::Run does both, also when the run throws). In
+// such a run a printed record of a CUDA tensor does not wait for the GPU:
+// its statistics are computed in stream order and the record is written, in
+// its turn, once they have landed. end_run writes every record of the run
+// before it returns, and a thread's exit writes what is left.
+void aoti_debug_printer_begin_run_with_end(void);
+void aoti_debug_printer_end_run(void);
 // Marks a kernel launch. BEFORE_LAUNCH advances this thread's launch index
 // and the kernel's call index. While the sync setting applies, AFTER_LAUNCH
 // waits for the GPU and checks CUDA's error state: on an error it writes a
@@ -126,6 +135,9 @@ typedef struct aoti_debug_printer_api {
   // ABI 3.
   int32_t (*tensor_held)(int32_t, int32_t, const char*, const char*, const char*, const char*,
                          int32_t, AtenTensorHandle);
+  // ABI 4.
+  void (*begin_run_with_end)(void);
+  void (*end_run)(void);
 } aoti_debug_printer_api;
 
 // Returns the table, or NULL when the caller wants an ABI we do not have
@@ -192,6 +204,32 @@ inline const aoti_debug_printer_api* load_api(const char* built_with) {
   }();
   return api;
 }
+
+// One run of the model, from where it is declared to where it goes out of
+// scope, by a return or an exception: every record of the run is written
+// before the run returns. A library older than this header has no end_run:
+// the run then only begins, and its records are written as they are taken.
+class Run {
+ public:
+  explicit Run(const aoti_debug_printer_api* api)
+      : api_(api && api->size >= offsetof(aoti_debug_printer_api, end_run) + sizeof(api->end_run)
+                 ? api
+                 : nullptr) {
+    if (api_) {
+      api_->begin_run_with_end();
+    } else if (api) {
+      api->begin_run();
+    }
+  }
+  ~Run() {
+    if (api_) api_->end_run();
+  }
+  Run(const Run&) = delete;
+  Run& operator=(const Run&) = delete;
+
+ private:
+  const aoti_debug_printer_api* api_;
+};
 
 // A launch event; throws when the check after a kernel found a CUDA error,
 // which ends the model's run with an error that names the kernel.

@@ -4,8 +4,10 @@
 // Why a kernel of our own: ATen would read the tensor once per reduction
 // (min, max, mean, std, isnan, isinf, ...) and sync once per .item(); this
 // reads it once, at close to the copy bandwidth, in one launch whose last
-// block writes the result straight into mapped host memory. What a call
-// costs beyond the read is that launch and one stream sync.
+// block writes the result straight into mapped host memory. What a
+// synchronous call costs beyond the read is that launch and one stream sync;
+// a queued one (snapshot_later) costs the launch alone: its last block also
+// writes a ticket after the result, which the host reads to know it landed.
 #include "device.h"
 
 #include "fingerprint.h"
@@ -24,10 +26,12 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <memory>
 #include <vector>
 
 namespace aoti_debug_printer::device {
@@ -252,6 +256,10 @@ struct Reduction {
   Acc<key_t<T>>* result;
   const T* first;           // the tensor's first element: the moments' shift
   bool fingerprint;         // add the write guard's fingerprint terms
+  // Queued snapshots: `ticket` goes to *done once the result is visible to
+  // the host. nullptr for a snapshot the host waits for.
+  unsigned long long* done;
+  unsigned long long ticket;
 };
 
 // Partials are written by other blocks: read them past L1.
@@ -287,6 +295,10 @@ __device__ void finish_block(Acc<key_t<T>>& acc, unsigned int part, const Reduct
     a.shift = shift_of(*r.first);
     *r.result = a;
     *r.counter = 0;
+    if (r.done) {
+      __threadfence_system();
+      *reinterpret_cast<volatile unsigned long long*>(r.done) = r.ticket;
+    }
   }
 }
 
@@ -357,10 +369,11 @@ int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
 
-// Device buffer layout: [result | values | partials]; the first two parts
-// are what comes back to the host.
+// What comes back to the host: [result, ticket | values]. The ticket sits in
+// the result's last 8 bytes.
 constexpr int64_t kResultBytes = 256;
-static_assert(sizeof(Acc<double>) <= kResultBytes);
+constexpr int64_t kTicketAt = kResultBytes - 8;
+static_assert(sizeof(Acc<double>) <= kTicketAt);
 
 template <typename K>
 c10::Scalar scalar_of(K v) {
@@ -400,8 +413,10 @@ TensorStats stats_of(const Acc<key_t<T>>& r, int64_t numel, std::optional<at::Sc
 // `result`, the partials to `parts` (room for `max_parts`).
 template <typename T>
 void launch_stats(const at::Tensor& t, cudaStream_t stream, int multiprocessors, unsigned int* counter,
-                  Acc<key_t<T>>* result, Acc<key_t<T>>* parts, int64_t max_parts, bool with_fingerprint) {
-  Reduction<T> r{parts, 0, counter, result, static_cast<const T*>(t.const_data_ptr()), with_fingerprint};
+                  Acc<key_t<T>>* result, Acc<key_t<T>>* parts, int64_t max_parts, bool with_fingerprint,
+                  unsigned long long* done, unsigned long long ticket) {
+  Reduction<T> r{parts,    0,          counter, result, static_cast<const T*>(t.const_data_ptr()),
+                 with_fingerprint, done, ticket};
   if (t.is_non_overlapping_and_dense()) {
     // At most one wave of resident blocks: each block strides over its share
     // anyway, and a second, partial wave would only leave SMs idle at the end.
@@ -473,25 +488,29 @@ uint8_t* host_result_buffer(size_t bytes) {
 // The kernels' device memory, kept per host thread and device like the
 // pinned buffer: no allocator call per tensor, and the reduction counter at
 // its start stays zero between tensors. Returned when the thread exits.
-uint8_t* device_scratch(int device, int64_t bytes, cudaStream_t stream) {
-  struct Buffer {
-    void* data = nullptr;
-    int64_t size = 0;
-  };
+struct ScratchBuffer {
+  void* data = nullptr;
+  int64_t size = 0;
+};
+ScratchBuffer& scratch_of(int device) {
   struct Buffers {
-    std::vector<Buffer> per_device;
+    std::vector<ScratchBuffer> per_device;
     ~Buffers() {
-      for (const Buffer& b : per_device) {
+      for (const ScratchBuffer& b : per_device) {
         if (b.data) (void)cudaFree(b.data);
       }
     }
   };
   thread_local Buffers buffers;
   if (buffers.per_device.size() <= static_cast<size_t>(device)) buffers.per_device.resize(device + 1);
-  Buffer& b = buffers.per_device[device];
+  return buffers.per_device[device];
+}
+
+uint8_t* device_scratch(int device, int64_t bytes, cudaStream_t stream) {
+  ScratchBuffer& b = scratch_of(device);
   if (bytes > b.size) {
     if (b.data) C10_CUDA_CHECK(cudaFree(b.data));
-    b = Buffer{};
+    b = ScratchBuffer{};
     C10_CUDA_CHECK(cudaMalloc(&b.data, bytes));
     C10_CUDA_CHECK(cudaMemsetAsync(b.data, 0, bytes, stream));
     b.size = bytes;
@@ -499,7 +518,133 @@ uint8_t* device_scratch(int device, int64_t bytes, cudaStream_t stream) {
   return static_cast<uint8_t*>(b.data);
 }
 
+// Device scratch: [counter | values, made contiguous | partials].
+constexpr int64_t kValuesAt = 256;
+
+int64_t values_bytes(const at::Tensor& t, bool with_values) {
+  return with_values ? t.numel() * static_cast<int64_t>(t.element_size()) : 0;
+}
+
+struct Shape {
+  int sms = 0;
+  int64_t max_parts = 0;  // enough blocks of 256 threads to fill every SM
+  int64_t parts_at = 0;
+  int64_t scratch = 0;
+};
+Shape shape_of(const at::Tensor& t, bool with_values) {
+  Shape s;
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&s.sms, cudaDevAttrMultiProcessorCount, t.device().index()));
+  s.max_parts = static_cast<int64_t>(s.sms) * 8;
+  s.parts_at = kValuesAt + ceil_div(values_bytes(t, with_values), 256) * 256;
+  s.scratch = s.parts_at + s.max_parts * static_cast<int64_t>(sizeof(Acc<double>));
+  return s;
+}
+
+// Queues on `stream`: first the values (when asked) into back + kResultBytes,
+// then the statistics kernels, whose last block writes the result to `back`
+// and, when `done` is given, `ticket` to it after. False when the dtype has
+// no statistics (nothing queued). `t` has elements.
+bool queue_snapshot(const at::Tensor& t, cudaStream_t stream, bool with_values, bool with_fingerprint,
+                    uint8_t* back, unsigned long long* done, unsigned long long ticket) {
+  const Shape shape = shape_of(t, with_values);
+  uint8_t* base = device_scratch(t.device().index(), shape.scratch, stream);
+  auto* counter = reinterpret_cast<unsigned int*>(base);
+  bool supported = true;
+  try {
+    AT_DISPATCH_V2(
+        t.scalar_type(), "aoti_debug_printer_device_stats", AT_WRAP([&] {
+          if (with_values) {
+            // Small tensors only (max_values): one copy to the host, from a
+            // contiguous copy on the device where the tensor is not one.
+            const void* from = t.const_data_ptr();
+            if (!t.is_contiguous()) {
+              at::from_blob(base + kValuesAt, t.sizes(), t.options()).copy_(t);
+              from = base + kValuesAt;
+            }
+            C10_CUDA_CHECK(cudaMemcpyAsync(back + kResultBytes, from, values_bytes(t, true),
+                                           cudaMemcpyDeviceToHost, stream));
+          }
+          launch_stats<scalar_t>(t, stream, shape.sms, counter, reinterpret_cast<Acc<key_t<scalar_t>>*>(back),
+                                 reinterpret_cast<Acc<key_t<scalar_t>>*>(base + shape.parts_at),
+                                 shape.max_parts, with_fingerprint, done, ticket);
+        }),
+        AOTI_DEBUG_PRINTER_DTYPES);
+  } catch (const c10::NotImplementedError&) {
+    supported = false;  // raised before any launch
+  } catch (...) {
+    // A launch failed after others were queued: the counter must be zero
+    // again for this thread's next tensor.
+    (void)cudaMemsetAsync(counter, 0, sizeof *counter, stream);
+    throw;
+  }
+  return supported;
+}
+
+std::string no_stats_for(at::ScalarType dtype) {
+  return std::string("no statistics for dtype ") + c10::toString(dtype);
+}
+
+// The statistics (and values) written at `back` for a tensor of `dtype` and `sizes`.
+Snapshot read_back(const uint8_t* back, at::ScalarType dtype, at::IntArrayRef sizes, int64_t numel,
+                   bool with_values, bool with_fingerprint) {
+  Snapshot snap;
+  AT_DISPATCH_V2(
+      dtype, "aoti_debug_printer_device_stats", AT_WRAP([&] {
+        Acc<key_t<scalar_t>> r;
+        std::memcpy(&r, back, sizeof r);
+        snap.stats = stats_of<scalar_t>(r, numel, with_fingerprint ? std::optional(dtype) : std::nullopt);
+      }),
+      AOTI_DEBUG_PRINTER_DTYPES);
+  if (with_values) {
+    snap.values = at::from_blob(const_cast<uint8_t*>(back) + kResultBytes, sizes,
+                                at::TensorOptions().dtype(dtype))
+                      .clone();
+  }
+  return snap;
+}
+
+// Pinned, mapped host memory that this thread's queued snapshots land in,
+// filled front to back and reused from the front once every snapshot queued
+// in it has been taken. Kept alive by its outstanding Landings, so that a
+// thread's exit never frees memory a queued kernel still writes.
+struct Ring {
+  static constexpr int64_t kBytes = int64_t{4} << 20;
+  uint8_t* data = nullptr;
+  int64_t used = 0;
+  int64_t outstanding = 0;
+  cudaStream_t stream{};
+  // Unique per slot use: a ticket left in reused memory never matches.
+  unsigned long long next_ticket = 1;
+  ~Ring() {
+    if (data) (void)cudaFreeHost(data);  // at process exit the runtime may be gone
+  }
+};
+
+std::shared_ptr<Ring>& this_thread_ring() {
+  thread_local std::shared_ptr<Ring> ring = std::make_shared<Ring>();
+  return ring;
+}
+
+int64_t slot_bytes(const at::Tensor& t, bool with_values) {
+  return kResultBytes + ceil_div(values_bytes(t, with_values), 256) * 256;
+}
+
 } // namespace
+
+struct Landing {
+  std::shared_ptr<Ring> ring;
+  const uint8_t* slot = nullptr;
+  unsigned long long ticket = 0;
+  cudaStream_t stream{};
+  at::ScalarType dtype{};
+  std::vector<int64_t> sizes;
+  int64_t numel = 0;
+  bool with_values = false;
+  std::string unsupported;
+  ~Landing() {
+    if (ring && --ring->outstanding == 0) ring->used = 0;
+  }
+};
 
 bool computes_stats_on(const at::Tensor& t) {
   return t.is_cuda() && t.layout() == at::kStrided;
@@ -514,61 +659,88 @@ Snapshot snapshot(const at::Tensor& t, bool with_values, bool with_fingerprint) 
     if (with_fingerprint) snap.stats.fingerprint = fingerprint::finish(0, 0, static_cast<int>(t.scalar_type()));
     return snap;
   }
-  const int device = t.device().index();
   const c10::cuda::CUDAGuard guard(t.device());
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device).stream();
-  int sms = 0;
-  C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  // Enough blocks of 256 threads to fill every SM.
-  const int64_t max_parts = static_cast<int64_t>(sms) * 8;
-  const int64_t values_bytes = with_values ? t.numel() * static_cast<int64_t>(t.element_size()) : 0;
-  // Host side: [result | values]; device side: [counter | values | partials].
-  uint8_t* back = host_result_buffer(static_cast<size_t>(kResultBytes + values_bytes));
-  constexpr int64_t values_at = 256;
-  const int64_t parts_at = values_at + ceil_div(values_bytes, 256) * 256;
-  uint8_t* base = device_scratch(device, parts_at + max_parts * static_cast<int64_t>(sizeof(Acc<double>)),
-                                 stream);
-  auto* counter = reinterpret_cast<unsigned int*>(base);
-  bool supported = true;
-  try {
-    AT_DISPATCH_V2(
-        t.scalar_type(), "aoti_debug_printer_device_stats", AT_WRAP([&] {
-          launch_stats<scalar_t>(t, stream, sms, counter, reinterpret_cast<Acc<key_t<scalar_t>>*>(back),
-                                 reinterpret_cast<Acc<key_t<scalar_t>>*>(base + parts_at), max_parts,
-                                 with_fingerprint);
-        }),
-        AOTI_DEBUG_PRINTER_DTYPES);
-  } catch (const c10::NotImplementedError&) {
-    supported = false;  // raised before any launch
-  } catch (...) {
-    // A launch failed after others were queued: the counter must be zero
-    // again for this thread's next tensor.
-    (void)cudaMemsetAsync(counter, 0, sizeof *counter, stream);
-    throw;
-  }
-  if (!supported) {
-    snap.stats.unsupported = std::string("no statistics for dtype ") + c10::toString(t.scalar_type());
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(t.device().index()).stream();
+  // Each synchronous snapshot waits for its own kernels before returning, so
+  // one buffer per thread is never written by two tensors at once.
+  uint8_t* back = host_result_buffer(static_cast<size_t>(kResultBytes + values_bytes(t, with_values)));
+  if (!queue_snapshot(t, stream, with_values, with_fingerprint, back, nullptr, 0)) {
+    snap.stats.unsupported = no_stats_for(t.scalar_type());
     return snap;
   }
-  if (with_values) {
-    // Small tensors only (max_values): made contiguous on the device, then
-    // the one copy to the host.
-    at::from_blob(base + values_at, t.sizes(), t.options()).copy_(t);
-    C10_CUDA_CHECK(cudaMemcpyAsync(back + kResultBytes, base + values_at, values_bytes, cudaMemcpyDeviceToHost,
-                                   stream));
-  }
   C10_CUDA_CHECK(cudaStreamSynchronize(stream));
-  AT_DISPATCH_V2(
-      t.scalar_type(), "aoti_debug_printer_device_stats", AT_WRAP([&] {
-        Acc<key_t<scalar_t>> r;
-        std::memcpy(&r, back, sizeof r);
-        snap.stats = stats_of<scalar_t>(r, t.numel(),
-                                        with_fingerprint ? std::optional(t.scalar_type()) : std::nullopt);
-      }),
-      AOTI_DEBUG_PRINTER_DTYPES);
-  if (with_values) {
-    snap.values = at::from_blob(back + kResultBytes, t.sizes(), at::TensorOptions().dtype(t.scalar_type()))
-                      .clone();
+  return read_back(back, t.scalar_type(), t.sizes(), t.numel(), with_values, with_fingerprint);
+}
+
+bool can_snapshot_later(const at::Tensor& t, bool with_values) {
+  return computes_stats_on(t) && t.numel() > 0 && slot_bytes(t, with_values) <= Ring::kBytes;
+}
+
+std::shared_ptr<Landing> snapshot_later(const at::Tensor& t, bool with_values) {
+  TORCH_CHECK(can_snapshot_later(t, with_values), "this tensor cannot be snapshotted later");
+  const c10::cuda::CUDAGuard guard(t.device());
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(t.device().index()).stream();
+  std::shared_ptr<Ring>& ring = this_thread_ring();
+  const int64_t bytes = slot_bytes(t, with_values);
+  if (ring->outstanding > 0) {
+    // Queued kernels share the device scratch in stream order: another
+    // stream, or scratch that must grow under them, waits for them first.
+    if (ring->stream != stream || ring->used + bytes > Ring::kBytes ||
+        shape_of(t, with_values).scratch > scratch_of(t.device().index()).size) {
+      return nullptr;
+    }
+  }
+  if (!ring->data) {
+    void* data = nullptr;
+    C10_CUDA_CHECK(cudaHostAlloc(&data, Ring::kBytes, cudaHostAllocMapped | cudaHostAllocPortable));
+    ring->data = static_cast<uint8_t*>(data);
+  }
+  auto l = std::make_shared<Landing>();
+  l->ring = ring;
+  ++ring->outstanding;
+  ring->stream = stream;
+  uint8_t* slot = ring->data + ring->used;
+  ring->used += bytes;
+  l->slot = slot;
+  l->ticket = ring->next_ticket++;
+  l->stream = stream;
+  l->dtype = t.scalar_type();
+  l->sizes = t.sizes().vec();
+  l->numel = t.numel();
+  l->with_values = with_values;
+  auto* done = reinterpret_cast<unsigned long long*>(slot + kTicketAt);
+  if (!queue_snapshot(t, stream, with_values, false, slot, done, l->ticket)) {
+    l->unsupported = no_stats_for(t.scalar_type());
+  }
+  return l;
+}
+
+bool landed(const Landing& l) {
+  return !l.unsupported.empty() ||
+         *reinterpret_cast<const volatile unsigned long long*>(l.slot + kTicketAt) == l.ticket;
+}
+
+std::string wait_for(const Landing& l) {
+  if (landed(l)) return "";
+  const cudaError_t err = cudaStreamSynchronize(l.stream);
+  if (err == cudaSuccess) return "";
+  return std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err);
+}
+
+Snapshot take(const Landing& l, const std::string& error) {
+  Snapshot snap;
+  snap.stats.numel = l.numel;
+  if (!l.unsupported.empty()) {
+    snap.stats.unsupported = l.unsupported;
+  } else if (!landed(l)) {
+    snap.stats.unsupported =
+        "statistics not computed: " +
+        (error.empty() ? std::string("the GPU has not run this record's kernels")
+                       : "the GPU failed before this record's kernels ran (" + error + ")");
+  } else {
+    // The ticket was read first; the result behind it must not be read before.
+    std::atomic_thread_fence(std::memory_order_acquire);
+    snap = read_back(l.slot, l.dtype, l.sizes, l.numel, l.with_values, false);
   }
   return snap;
 }

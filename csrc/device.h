@@ -8,6 +8,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace aoti_debug_printer::device {
@@ -25,6 +26,26 @@ struct Snapshot {
   at::Tensor values;
 };
 Snapshot snapshot(const at::Tensor& t, bool with_values, bool with_fingerprint = false);
+
+// The same kernels, queued without waiting: the results land in pinned host
+// memory of this thread's ring, to be taken when the GPU has written them.
+// Stream order keeps them right: the tensor is read before any later kernel
+// of its stream can change or reuse it.
+struct Landing;
+// Whether snapshot_later can ever take `t` (a CUDA tensor with elements whose
+// results fit in the ring).
+bool can_snapshot_later(const at::Tensor& t, bool with_values);
+// nullptr while the ring has no room, or `t`'s stream is not the one its
+// outstanding snapshots were queued on: take those first (every Landing
+// released), then ask again.
+std::shared_ptr<Landing> snapshot_later(const at::Tensor& t, bool with_values);
+// Whether the results are in host memory (no waiting).
+bool landed(const Landing& l);
+// Waits for the snapshot's stream. "" or CUDA's error, after which the
+// results that had not landed never will.
+std::string wait_for(const Landing& l);
+// The results; the statistics say "not computed" when they never landed.
+Snapshot take(const Landing& l, const std::string& error);
 
 // Waits for the current stream of the current device and returns CUDA's
 // error state as "cudaErrorName: description", or "" when all is well or no

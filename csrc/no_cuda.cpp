@@ -30,6 +30,28 @@ Snapshot snapshot(const at::Tensor&, bool, bool) {
   TORCH_CHECK(false, "aoti-debug-printer was built without CUDA");
 }
 
+struct Landing {};
+
+bool can_snapshot_later(const at::Tensor&, bool) {
+  return false;
+}
+
+std::shared_ptr<Landing> snapshot_later(const at::Tensor&, bool) {
+  TORCH_CHECK(false, "aoti-debug-printer was built without CUDA");
+}
+
+bool landed(const Landing&) {
+  return true;
+}
+
+std::string wait_for(const Landing&) {
+  return "";
+}
+
+Snapshot take(const Landing&, const std::string&) {
+  TORCH_CHECK(false, "aoti-debug-printer was built without CUDA");
+}
+
 std::string check_current_stream() {
   return "";
 }

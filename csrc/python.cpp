@@ -144,7 +144,13 @@ PYBIND11_MODULE(_C, m) {
   m.attr("ROLE_WRITE") = static_cast<int>(AOTI_DEBUG_PRINTER_ROLE_WRITE);
   m.attr("ROLE_READ_WRITE") = static_cast<int>(AOTI_DEBUG_PRINTER_ROLE_READ_WRITE);
 
-  m.def("begin_run", &begin_run, "Start a new run on this thread.");
+  m.def("begin_run", &begin_run, py::arg("with_end") = false,
+        "Start a new run on this thread (with_end: end_run will end it, and CUDA records may wait "
+        "for their statistics until then).");
+  m.def("end_run", [] {
+    py::gil_scoped_release no_gil;
+    end_run();
+  }, "End this thread's run: every record it took is written.");
   m.def("launch", &launch_event, py::arg("phase"), py::arg("kernel"), py::arg("flags"),
         "Mark a kernel launch; raises RuntimeError when a CUDA error is found after a kernel.");
   m.def("record", &record, py::arg("action"), py::arg("phase"), py::arg("kernel"), py::arg("arg"),

@@ -171,6 +171,46 @@ TensorRecord describe(const Where& where, const at::Tensor& t, const Contents& c
   return r;
 }
 
+namespace {
+
+class DeviceRecord final : public LateRecord {
+ public:
+  DeviceRecord(TensorRecord r, std::shared_ptr<device::Landing> landing, bool json)
+      : record_(std::move(r)), landing_(std::move(landing)), json_(json) {}
+  bool ready() const override {
+    return device::landed(*landing_);
+  }
+  void wait() override {
+    error_ = device::wait_for(*landing_);
+  }
+  std::string text() override {
+    const device::Snapshot snap = device::take(*landing_, error_);
+    record_.stats = snap.stats;
+    if (snap.values.defined()) record_.values = flat_values(snap.values);
+    landing_.reset();  // its slot of the ring is free again
+    return format_record(record_, json_);
+  }
+
+ private:
+  TensorRecord record_;
+  std::shared_ptr<device::Landing> landing_;
+  bool json_;
+  std::string error_;
+};
+
+} // namespace
+
+bool can_record_later(const at::Tensor& t, int64_t max_values) {
+  return device::can_snapshot_later(t, t.numel() <= max_values);
+}
+
+std::unique_ptr<LateRecord> record_later(const Where& where, const at::Tensor& t, int64_t max_values,
+                                         bool json) {
+  std::shared_ptr<device::Landing> landing = device::snapshot_later(t, t.numel() <= max_values);
+  if (!landing) return nullptr;
+  return std::make_unique<DeviceRecord>(describe(where, t, Contents{}), std::move(landing), json);
+}
+
 WatchedArg watch(const std::string& name, const at::Tensor& t, bool keep_host_copy) {
   WatchedArg a;
   a.name = name;

@@ -3,11 +3,13 @@
 // format records here, so text, JSON lines and manifest never disagree.
 #pragma once
 
+#include "settings.h"
 #include "stats.h"
 
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -60,6 +62,14 @@ Contents host_contents(const at::Tensor& host, int64_t max_values, bool with_fin
 
 // Metadata of `t`, with its contents.
 TensorRecord describe(const Where& where, const at::Tensor& t, const Contents& contents);
+
+// The whole printed record of a CUDA tensor, its contents read on the GPU
+// without waiting (device::snapshot_later). Empty while the thread's ring has
+// no room; the caller then writes out the records ahead (which frees it) and
+// asks again. Only for tensors can_record_later takes.
+bool can_record_later(const at::Tensor& t, int64_t max_values);
+std::unique_ptr<LateRecord> record_later(const Where& where, const at::Tensor& t, int64_t max_values,
+                                         bool json);
 // A record that carries only a problem (null handle, undefined tensor).
 TensorRecord describe_problem(const Where& where, std::string problem);
 

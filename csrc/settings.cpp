@@ -6,6 +6,7 @@
 #include <cstring>
 #include <algorithm>
 #include <atomic>
+#include <deque>
 #include <fnmatch.h>
 #include <mutex>
 #include <stdexcept>
@@ -263,8 +264,9 @@ const std::vector<OptionInfo>& options() {
   return table();
 }
 
-void emit(const Settings& settings, const std::string& text) {
-  const std::string& output = settings.output;
+namespace {
+
+void write_out(const std::string& output, const std::string& text) {
   Sink& out = sink();
   std::lock_guard<std::mutex> lock(out.mu);
   FILE* stream = nullptr;
@@ -286,6 +288,71 @@ void emit(const Settings& settings, const std::string& text) {
   }
   std::fwrite(text.data(), 1, text.size(), stream);
   std::fflush(stream);
+}
+
+// This thread's texts not written yet, oldest first: each a text already
+// made, or a record still waiting for the GPU. At thread (and process) exit
+// every one is written.
+struct Waiting {
+  std::string output;
+  std::string text;
+  std::unique_ptr<LateRecord> late;
+};
+struct Queue {
+  std::deque<Waiting> items;
+  ~Queue() {
+    try {
+      flush(true);
+    } catch (...) {
+      // Nothing can be reported any more.
+    }
+  }
+  void flush(bool wait) {
+    while (!items.empty()) {
+      Waiting& w = items.front();
+      if (w.late) {
+        if (!w.late->ready()) {
+          if (!wait) return;
+          w.late->wait();
+        }
+        try {
+          w.text = w.late->text();
+        } catch (const std::exception& e) {
+          // Said once, and the records behind it still go out.
+          w.text.clear();
+          report_error(std::string("a record's statistics could not be read back: ") + e.what());
+        }
+      }
+      // Popped first: a failing write must not leave the record to repeat.
+      const Waiting done = std::move(w);
+      items.pop_front();
+      if (!done.text.empty()) write_out(done.output, done.text);
+    }
+  }
+};
+thread_local Queue queue;
+
+} // namespace
+
+void emit(const Settings& settings, const std::string& text) {
+  if (queue.items.empty()) {
+    write_out(settings.output, text);
+    return;
+  }
+  queue.items.push_back({settings.output, text, nullptr});
+  queue.flush(false);
+}
+
+void emit_later(const Settings& settings, std::unique_ptr<LateRecord> record) {
+  queue.items.push_back({settings.output, "", std::move(record)});
+}
+
+void flush_records(bool wait) {
+  queue.flush(wait);
+}
+
+bool records_waiting() {
+  return !queue.items.empty();
 }
 
 void report_error(const std::string& message) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -98,8 +99,30 @@ std::string get_option(const std::string& key);
 
 // Writes one whole record (one or more lines) with a single write under a
 // process-wide lock, then flushes: records of concurrent threads never
-// interleave, and a record is out before a crash that follows it.
+// interleave, and a record is out before a crash that follows it. While this
+// thread has records waiting for the GPU (emit_later), the text waits behind
+// them: a thread's records come out in the order they were taken.
 void emit(const Settings& settings, const std::string& text);
+
+// A record whose text exists only once the GPU has computed its contents.
+class LateRecord {
+ public:
+  virtual ~LateRecord() = default;
+  // Whether the text can be made now, without waiting.
+  virtual bool ready() const = 0;
+  // Waits until it can (or the GPU failed, which the text then says).
+  virtual void wait() = 0;
+  virtual std::string text() = 0;
+};
+// Queues `record` on this thread, to be written to `settings`' output in
+// its turn. Texts are written as they become ready, at flush_records, and at
+// the latest when the thread exits.
+void emit_later(const Settings& settings, std::unique_ptr<LateRecord> record);
+// Writes this thread's queued texts whose turn has come and that are ready;
+// with `wait`, every one, waiting as needed.
+void flush_records(bool wait);
+// Whether this thread has records waiting.
+bool records_waiting();
 
 // The one place user-facing errors go (stderr, whatever the output is).
 void report_error(const std::string& message);

@@ -33,6 +33,8 @@ struct ThreadState {
   bool selected = true;   // by the compile-time and the run-time filter
   bool guarding = false;  // the write guard watches this kernel's records
   std::vector<WatchedArg> watched;
+  // The run will be ended (end_run): records may wait for the GPU until then.
+  bool run_has_end = false;
 };
 thread_local ThreadState state;
 std::atomic<int64_t> next_run{0};
@@ -74,12 +76,20 @@ std::string role_name(int32_t role) {
   }
 }
 
-void begin_run() {
+void begin_run(bool with_end) {
+  // A run that was never ended leaves no record behind in the next.
+  if (records_waiting()) flush_records(true);
+  state.run_has_end = with_end;
   state.run = next_run.fetch_add(1);
   state.launch = -1;
   state.call = -1;
   state.calls.clear();
   guard::begin_run();
+}
+
+void end_run() {
+  state.run_has_end = false;
+  flush_records(true);
 }
 
 namespace {
@@ -123,6 +133,8 @@ int64_t non_finite(const TensorStats& s) {
 } // namespace
 
 std::string launch(int32_t phase, const std::string& kernel, int32_t flags) {
+  // Every launch event writes out the records whose statistics have landed.
+  if (records_waiting()) flush_records(false);
   const int level = runtime_level();
   if (phase == AOTI_DEBUG_PRINTER_BEFORE_LAUNCH) {
     ++state.launch;
@@ -200,10 +212,28 @@ Where where_now(int32_t phase, const std::string& kernel, const std::string& arg
 
 namespace {
 
+// A printed record that waits for nothing (record_later), when nothing needs
+// its statistics now. Empty when it must be taken synchronously.
+std::unique_ptr<LateRecord> printed_later(const Settings& settings, const Where& where,
+                                          const at::Tensor& t) {
+  if (!can_record_later(t, settings.max_values)) return nullptr;
+  const bool json = settings.format == Format::Jsonl;
+  std::unique_ptr<LateRecord> late = record_later(where, t, settings.max_values, json);
+  if (!late) {
+    // The ring is full, or the stream changed: write out what waits, then ask again.
+    flush_records(true);
+    late = record_later(where, t, settings.max_values, json);
+  }
+  return late;
+}
+
 // The record itself: statistics printed, or a snapshot saved. Returns the
 // statistics, for the trap, with the guard's fingerprint when asked for.
+// With `later`, a printed record may be written once its statistics land,
+// and returns none.
 TensorStats write_record(int32_t action, const Settings& settings, const Where& where,
-                         const at::Tensor& t, bool unwritten_output, bool with_fingerprint) {
+                         const at::Tensor& t, bool unwritten_output, bool with_fingerprint,
+                         bool later) {
   const bool json = settings.format == Format::Jsonl;
   if (unwritten_output) {
     // An output before its kernel writes it holds leftover memory: statistics
@@ -226,6 +256,12 @@ TensorStats write_record(int32_t action, const Settings& settings, const Where& 
     r = describe(where, t, host_contents(host, 0, with_fingerprint && t.device().is_cpu()));
     saving([&] { save_snapshot(settings.dump_dir, r, host); });
   } else {
+    if (later) {
+      if (std::unique_ptr<LateRecord> late = printed_later(settings, where, t)) {
+        emit_later(settings, std::move(late));
+        return {};
+      }
+    }
     r = describe(where, t, read_contents(t, settings.max_values, with_fingerprint));
     emit(settings, format_record(r, json));
   }
@@ -313,8 +349,11 @@ Stop record_tensor(int32_t action, const Where& given, const at::Tensor* t) {
     emit(settings, format_record(r, settings.format == Format::Jsonl));
     return {};
   }
+  // Only a run that will end may leave records waiting, and only when neither
+  // the trap, the guard nor the sync after kernels needs them now.
+  const bool later = state.run_has_end && !guarding && !settings.trap && settings.sync != Sync::On;
   // The guard takes the fingerprint from the record's own pass: no second read.
-  const TensorStats stats = write_record(action, settings, where, *t, unwritten_output, guarding);
+  const TensorStats stats = write_record(action, settings, where, *t, unwritten_output, guarding, later);
   if (Stop stop = trap(settings, where, stats); stop.code != 0) return stop;
   if (!guarding) return {};
   return guard_stop(phase == AOTI_DEBUG_PRINTER_AFTER_LAUNCH
@@ -357,6 +396,14 @@ extern "C" {
 
 void aoti_debug_printer_begin_run(void) {
   guarded(__func__, [] { begin_run(); });
+}
+
+void aoti_debug_printer_begin_run_with_end(void) {
+  guarded(__func__, [] { begin_run(true); });
+}
+
+void aoti_debug_printer_end_run(void) {
+  guarded(__func__, [] { end_run(); });
 }
 
 int32_t aoti_debug_printer_launch(int32_t phase, const char* kernel, int32_t flags) {
@@ -444,6 +491,8 @@ const aoti_debug_printer_api* aoti_debug_printer_get_api(uint32_t abi_version) {
       &aoti_debug_printer_bool,
       &aoti_debug_printer_tensor_of_node,
       &aoti_debug_printer_tensor_held,
+      &aoti_debug_printer_begin_run_with_end,
+      &aoti_debug_printer_end_run,
   };
   // One table serves every version we support: it only grew at the end.
   const bool supported = abi_version >= AOTI_DEBUG_PRINTER_OLDEST_ABI_VERSION &&

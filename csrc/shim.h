@@ -11,7 +11,9 @@
 
 namespace aoti_debug_printer {
 
-void begin_run();
+// `with_end`: end_run will end the run (see aoti_debug_printer_begin_run_with_end).
+void begin_run(bool with_end = false);
+void end_run();
 // `flags`: AOTI_DEBUG_PRINTER_ANNOUNCE, AOTI_DEBUG_PRINTER_SYNC_BY_DEFAULT.
 // Returns "" or, when the check after a kernel found a CUDA error (already
 // reported on the output), a message that names the kernel.

@@ -271,6 +271,77 @@ def test_jit_python_wrapper_records_cuda_kernels(records):
     assert "cuda:0" in {r["device"] for r in recs}
 
 
+# -- level 2 without a sync per tensor -------------------------------------------------
+
+
+def assert_same_records(got: list[dict], want: list[dict]) -> None:
+    """Equal but for what differs between runs and processes."""
+    def key(r: dict) -> dict:
+        return {k: v for k, v in r.items() if k not in ("run", "pid")}
+
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert key(g) == key(w), f"record {i} differs:\n{json.dumps(g)}\n{json.dumps(w)}"
+    assert len(got) == len(want)
+
+
+@pytest.mark.xdist_group("deep-2")
+def test_aoti_level2_records_that_wait_for_nothing_equal_the_synchronous_ones(gpu_package, records):
+    """In a run of the AOTI wrapper a CUDA record queues its statistics and
+    does not wait; by the time the run returns every record is written, in
+    order, the same as when each waits for its statistics (sync=on). (The
+    24-block model: no buffer of it is read before something wrote it, so
+    its records are the same in every run.)"""
+    path = gpu_package("deep", 2)
+    run_package(path, "deep")
+    queued = records()
+    with aoti_debug_printer.options(sync="on"):
+        run_package(path, "deep")
+    waited = records()[len(queued):]
+    assert len(queued) > 200 and {r["run"] for r in queued} != {r["run"] for r in waited}
+    assert_same_records(queued, waited)
+    tensors = [r for r in queued if r["event"] == "tensor"]
+    assert all(r["stats"] for r in tensors if r["role"] != "write" or r["phase"] == "after_launch")
+
+
+def test_queued_records_fill_the_ring_change_streams_and_keep_their_order(records):
+    """More records than the ring holds, on two streams, of non-contiguous
+    tensors freed (and their memory reused) right after the record: every
+    record is written, in order, with the statistics of the tensor as it was."""
+    from aoti_debug_printer import _C
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    side = torch.cuda.Stream()
+    kept = []
+    count = 12_000  # 512 bytes a slot: the 4 MiB ring fills once
+    _C.begin_run(with_end=True)
+    try:
+        for i in range(count):
+            t = torch.randn(8, 8, device="cuda", generator=g)[:, ::2]
+            if i % 3 == 0:
+                t[0, 0] = float("nan")
+            kept.append(t.clone())
+            if i % 1000 == 999:
+                side.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(side):
+                    _C.record(_C.PRINT, _C.AFTER_LAUNCH, "k", f"t{i}", t)
+                torch.cuda.current_stream().wait_stream(side)
+            else:
+                _C.record(_C.PRINT, _C.AFTER_LAUNCH, "k", f"t{i}", t)
+            del t  # its memory goes to the next randn, after the record's kernels
+    finally:
+        _C.end_run()
+    recs = records()
+    assert [r["arg"] for r in recs] == [f"t{i}" for i in range(count)]
+    for i in (0, 1, 2, 999, 1000, 8191, 8192, 8193, count - 1):
+        want = aoti_debug_printer.stats(kept[i], on="host")
+        got = recs[i]
+        assert got["stats"]["nan"] == want["nan"] == (1 if i % 3 == 0 else 0), i
+        assert (got["stats"]["min"], got["stats"]["max"]) == (want["min"], want["max"]), i
+        values = kept[i].flatten().tolist()
+        assert len(got["values"]) == 32
+        assert [float(v) for v in got["values"]] == pytest.approx(values, rel=1e-5, nan_ok=True), i
+
+
 # -- pinpointing an illegal memory access ---------------------------------------------
 
 FAR = 1 << 38  # elements past the end: a terabyte away, unmapped
@@ -315,6 +386,44 @@ def test_illegal_memory_access_names_the_faulty_kernel(gpu_package, tmp_path):
     assert saved and all(bad in name and "-before-" in name for name in saved), saved
     for p in dump.glob("*.pt"):
         assert torch.load(p, weights_only=True).device.type == "cpu"
+
+
+@pytest.mark.xdist_group("far-2")
+def test_level2_records_up_to_a_faulting_kernel_are_written(gpu_package):
+    """Level 2 with no sync: records queue their statistics. When a kernel
+    faults, every record taken before it is still written with its
+    statistics, and no record queued after it claims any."""
+    path = gpu_package("far_write", 2)
+    ok = run_child(path, 0, AOTI_DEBUG_PRINTER_FORMAT="jsonl")
+    assert ok.returncode == 0, ok.stderr[-3000:]
+    good = [json.loads(x) for x in ok.stdout.splitlines() if x.startswith("{")]
+    bad = next(r["kernel"] for r in good if "shifted_copy" in r["kernel"])
+    crash = run_child(path, FAR, AOTI_DEBUG_PRINTER_FORMAT="jsonl")
+    assert crash.returncode != 0
+    recs = [json.loads(x) for x in crash.stdout.splitlines() if x.startswith("{")]
+    bad_launch = next(r["launch"] for r in recs if r["kernel"] == bad)
+
+    def before_fault(rs: list[dict]) -> list[dict]:
+        return [r for r in rs if r["launch"] < bad_launch or
+                (r["launch"] == bad_launch and r["phase"] == "before_launch")]
+
+    # Every record taken before the faulting kernel ran, as in the good run
+    # (but for contents that differ between the runs: `far` itself, and the
+    # output the user kernel is given, which holds leftover memory).
+    assert len(before_fault(recs)) >= 4
+
+    def identity(rs: list[dict]) -> list[tuple]:
+        return [(r["phase"], r["kernel"], r["arg"], r["launch"], r["role"], r.get("shape")) for r in rs]
+
+    assert identity(before_fault(recs)) == identity(before_fault(good))
+    earlier = [r for r in before_fault(recs) if r["launch"] < bad_launch and r.get("dtype") != "int64"]
+    assert_same_records(earlier, [r for r in before_fault(good) if r["launch"] < bad_launch
+                                  and r.get("dtype") != "int64"])
+    assert all(r["stats"] for r in before_fault(recs) if r["event"] == "tensor" and r["role"] != "write")
+    launched = [r for r in recs if r not in before_fault(recs)]
+    unwritten = "output, not yet written: no statistics"
+    for r in (r for r in launched if r["event"] == "tensor" and r.get("problem") != unwritten):
+        assert r["stats"] is None and r["problem"].startswith("statistics not computed"), r
 
 
 # -- ranks ------------------------------------------------------------------------------

@@ -293,7 +293,12 @@ class DebugPrinterManager:
 
     def _run_start_lines(self, inputs: list[str]) -> list[str]:
         action = self._action()
-        lines = [self._api_call("begin_run")]
+        if self._cpp():
+            # Declared in the run's own scope: the run ends where it returns
+            # or throws, and every record is written by then.
+            lines = ["aoti_debug_printer::Run aoti_debug_printer_run_(AOTI_DEBUG_PRINTER_API);"]
+        else:
+            lines = [self._api_call("begin_run")]
         if action is not None:
             lines += [self._record(action, MODEL_INPUT, "", name) for name in inputs]
         return lines

@@ -411,6 +411,35 @@ TEST_CASE("the ABI table and the header's loader find this library",
   CHECK(out.find("k b = false (bool)") != std::string::npos);
 }
 
+TEST_CASE("the header's Run begins and ends a run, and begins only with a table that has no end_run",
+          "[aoti_debug_printer_end_run]") {
+  const aoti_debug_printer_api* api = aoti_debug_printer_get_api(AOTI_DEBUG_PRINTER_ABI_VERSION);
+  REQUIRE(api != nullptr);
+  Scratch s;
+  at::Tensor t = at::full({2}, 3.0);
+  {
+    aoti_debug_printer::Run run(api);
+    aoti_debug_printer::launch(api, AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "k", 0);
+    aoti_debug_printer::value(api, AOTI_DEBUG_PRINTER_PRINT, 0, "k", "in_run", handle(t));
+  }
+  // Every record of the run is out once it has ended.
+  CHECK(s.output().find("before_launch k in_run (run ") != std::string::npos);
+  CHECK(s.output().find("values=[3, 3]") != std::string::npos);
+  // A library of ABI 3: the table ends before begin_run_with_end.
+  aoti_debug_printer_api v3 = *api;
+  v3.size = offsetof(aoti_debug_printer_api, begin_run_with_end);
+  v3.begin_run_with_end = nullptr;
+  v3.end_run = nullptr;
+  {
+    aoti_debug_printer::Run run(&v3);
+    aoti_debug_printer::launch(&v3, AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "k", 0);
+    aoti_debug_printer::value(&v3, AOTI_DEBUG_PRINTER_PRINT, 0, "k", "old_library", handle(t));
+  }
+  CHECK(std::regex_search(s.output(), std::regex("before_launch k old_library \\(run \\d+, launch 0, call \\d+\\)")));
+  // No library at all: nothing happens, nothing throws.
+  { aoti_debug_printer::Run run(nullptr); }
+}
+
 TEST_CASE("packages built against ABI 2 still load, and a table without tensor_held is honoured",
           "[aoti_debug_printer_get_api]") {
   CHECK(aoti_debug_printer_get_api(AOTI_DEBUG_PRINTER_OLDEST_ABI_VERSION - 1) == nullptr);
