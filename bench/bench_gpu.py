@@ -6,7 +6,8 @@
    "ours" and "record" wait for each tensor; "queued" is a record in a run
    that ends (as the AOTI wrapper's are): records follow one another without
    waiting, and the run's end writes them, so it is the time per record of a
-   stream of them, what a model pays;
+   stream of them, what a model pays; "queued GPU" is the GPU's share of it
+   (CUDA events around the records), without the host's last write-out;
 2. one inference of each model (a model of many small kernels; ResNet-18,
    GPT-2 and BERT architectures, bench/real_models.py): printer off, our
    level 2, the built-in level 2, our level 3 with and without the sync
@@ -58,17 +59,30 @@ def gpu_ms(fn, runs: int, warmup: int = 3) -> float:
     return statistics.median(times) * 1e3
 
 
-def queued_record_ms(t: torch.Tensor, records: int, repeats: int = 5) -> float:
-    """Per record, of `records` records of `t` in one run that ends: the
-    median over `repeats` runs of the run's wall time (its end waits for and
-    writes every record) divided by `records`."""
-    def run() -> None:
+def queued_record_ms(t: torch.Tensor, records: int, repeats: int = 5) -> tuple[float, float]:
+    """Per record, of `records` records of `t` in one run that ends, the
+    medians over `repeats` runs of: the run's wall time (its end waits for
+    and writes every record), and the GPU's time from the first record's
+    kernel being queued to the last one's end (CUDA events)."""
+    def run() -> float:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         _C.begin_run(with_end=True)
+        start.record()
         for _ in range(records):
             _C.record(_C.PRINT, _C.AFTER_LAUNCH, "k", "t", t)
+        end.record()
         _C.end_run()
+        end.synchronize()
+        return start.elapsed_time(end)
 
-    return gpu_ms(run, repeats, warmup=1) / records
+    run()
+    walls, gpus = [], []
+    for _ in range(repeats):
+        torch.cuda.synchronize()
+        started = time.perf_counter()
+        gpus.append(run())
+        walls.append((time.perf_counter() - started) * 1e3)
+    return statistics.median(walls) / records, statistics.median(gpus) / records
 
 
 def copy_bandwidth(nbytes: int = 2**30) -> float:
@@ -91,7 +105,7 @@ def bench_stats(sizes_mib: list[float], runs: int) -> None:
     print(f"\nDevice-to-device copy: {bw / 1e12:.2f} TB/s (read + write); "
           f"floor = bytes / that bandwidth ({torch.cuda.get_device_name()})")
     print(f"  {'tensor':<18}{'floor ms':>10}{'ours ms':>10}{'ours/floor':>12}"
-          f"{'record ms':>11}{'queued ms':>11}{'queued/floor':>14}"
+          f"{'record ms':>11}{'queued ms':>11}{'queued/floor':>14}{'queued GPU/floor':>18}"
           f"{'built-in ms':>13}{'built-in/floor':>16}{'built-in/queued':>17}")
     aoti_debug_printer.set_option("output", "stdout")
     for dtype in (torch.float32, torch.bfloat16):
@@ -102,11 +116,11 @@ def bench_stats(sizes_mib: list[float], runs: int) -> None:
             ours = gpu_ms(lambda: _C.stats(t, "device"), runs)
             with stdout_to_devnull():
                 record = gpu_ms(lambda: _C.record(_C.PRINT, _C.AFTER_LAUNCH, "k", "t", t), runs)
-                queued = queued_record_ms(t, runs)
+                queued, queued_gpu = queued_record_ms(t, runs)
                 builtin = gpu_ms(lambda: _C.upstream_print_tensor_handle(t, "bench"), runs)
             name = f"{str(dtype)[6:]} {mib:g} MiB" if mib >= 1 else f"{str(dtype)[6:]} {mib * 1024:g} KiB"
             print(f"  {name:<18}{floor:>10.3f}{ours:>10.3f}{ours / floor:>11.2f}x"
-                  f"{record:>11.3f}{queued:>11.4f}{queued / floor:>13.2f}x"
+                  f"{record:>11.3f}{queued:>11.4f}{queued / floor:>13.2f}x{queued_gpu / floor:>17.2f}x"
                   f"{builtin:>13.3f}{builtin / floor:>15.1f}x{builtin / queued:>16.1f}x")
             del t
             torch.cuda.empty_cache()
