@@ -534,6 +534,12 @@ int64_t values_bytes(const at::Tensor& t, bool with_values) {
   return with_values ? t.numel() * static_cast<int64_t>(t.element_size()) : 0;
 }
 
+// The values' room in the device scratch and in a ring slot: whole 256-byte
+// units, so that what follows stays aligned.
+int64_t values_room(const at::Tensor& t, bool with_values) {
+  return ceil_div(values_bytes(t, with_values), 256) * 256;
+}
+
 struct Shape {
   int sms = 0;
   int64_t max_parts = 0;  // enough blocks of 256 threads to fill every SM
@@ -544,7 +550,7 @@ Shape shape_of(const at::Tensor& t, bool with_values) {
   Shape s;
   C10_CUDA_CHECK(cudaDeviceGetAttribute(&s.sms, cudaDevAttrMultiProcessorCount, t.device().index()));
   s.max_parts = static_cast<int64_t>(s.sms) * 8;
-  s.parts_at = kValuesAt + ceil_div(values_bytes(t, with_values), 256) * 256;
+  s.parts_at = kValuesAt + values_room(t, with_values);
   s.scratch = s.parts_at + s.max_parts * static_cast<int64_t>(sizeof(Acc<double>));
   return s;
 }
@@ -552,10 +558,10 @@ Shape shape_of(const at::Tensor& t, bool with_values) {
 // Queues on `stream`: first the values (when asked) into back + kResultBytes,
 // then the statistics kernels, whose last block writes the result to `back`
 // and, when `done` is given, `ticket` to it after. False when the dtype has
-// no statistics (nothing queued). `t` has elements.
-bool queue_snapshot(const at::Tensor& t, cudaStream_t stream, bool with_values, bool with_fingerprint,
-                    uint8_t* back, unsigned long long* done, unsigned long long ticket) {
-  const Shape shape = shape_of(t, with_values);
+// no statistics (nothing queued). `t` has elements; `shape` is shape_of(t,
+// with_values), which the caller has already computed.
+bool queue_snapshot(const at::Tensor& t, const Shape& shape, cudaStream_t stream, bool with_values,
+                    bool with_fingerprint, uint8_t* back, unsigned long long* done, unsigned long long ticket) {
   uint8_t* base = device_scratch(t.device().index(), shape.scratch, stream);
   auto* counter = reinterpret_cast<unsigned int*>(base);
   bool supported = true;
@@ -635,7 +641,7 @@ std::shared_ptr<Ring>& this_thread_ring() {
 }
 
 int64_t slot_bytes(const at::Tensor& t, bool with_values) {
-  return kResultBytes + ceil_div(values_bytes(t, with_values), 256) * 256;
+  return kResultBytes + values_room(t, with_values);
 }
 
 } // namespace
@@ -673,7 +679,7 @@ Snapshot snapshot(const at::Tensor& t, bool with_values, bool with_fingerprint) 
   // Each synchronous snapshot waits for its own kernels before returning, so
   // one buffer per thread is never written by two tensors at once.
   uint8_t* back = host_result_buffer(static_cast<size_t>(kResultBytes + values_bytes(t, with_values)));
-  if (!queue_snapshot(t, stream, with_values, with_fingerprint, back, nullptr, 0)) {
+  if (!queue_snapshot(t, shape_of(t, with_values), stream, with_values, with_fingerprint, back, nullptr, 0)) {
     snap.stats.unsupported = no_stats_for(t.scalar_type());
     return snap;
   }
@@ -691,11 +697,12 @@ std::shared_ptr<Landing> snapshot_later(const at::Tensor& t, bool with_values) {
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(t.device().index()).stream();
   std::shared_ptr<Ring>& ring = this_thread_ring();
   const int64_t bytes = slot_bytes(t, with_values);
+  const Shape shape = shape_of(t, with_values);
   if (ring->outstanding > 0) {
     // Queued kernels share the device scratch in stream order: another
     // stream, or scratch that must grow under them, waits for them first.
     if (ring->stream != stream || ring->used + bytes > Ring::kBytes ||
-        shape_of(t, with_values).scratch > scratch_of(t.device().index()).size) {
+        shape.scratch > scratch_of(t.device().index()).size) {
       return nullptr;
     }
   }
@@ -718,7 +725,7 @@ std::shared_ptr<Landing> snapshot_later(const at::Tensor& t, bool with_values) {
   l->numel = t.numel();
   l->with_values = with_values;
   auto* done = reinterpret_cast<unsigned long long*>(slot + kTicketAt);
-  if (!queue_snapshot(t, stream, with_values, false, slot, done, l->ticket)) {
+  if (!queue_snapshot(t, shape, stream, with_values, false, slot, done, l->ticket)) {
     l->unsupported = no_stats_for(t.scalar_type());
   }
   return l;

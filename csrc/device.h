@@ -41,8 +41,8 @@ bool can_snapshot_later(const at::Tensor& t, bool with_values);
 std::shared_ptr<Landing> snapshot_later(const at::Tensor& t, bool with_values);
 // Whether the results are in host memory (no waiting).
 bool landed(const Landing& l);
-// Waits for the snapshot's stream. "" or CUDA's error, after which the
-// results that had not landed never will.
+// Waits for this snapshot's results (not the whole stream). "" or CUDA's
+// error, after which the results that had not landed never will.
 std::string wait_for(const Landing& l);
 // The results; the statistics say "not computed" when they never landed.
 Snapshot take(const Landing& l, const std::string& error);

@@ -75,6 +75,17 @@ std::vector<std::string> flat_values(const at::Tensor& host) {
   return out;
 }
 
+// Whether a record of `t` carries its values as well: small tensors only.
+bool takes_values(const at::Tensor& t, int64_t max_values) {
+  return t.numel() > 0 && t.numel() <= max_values;
+}
+
+// A record's statistics and values, from what was read of its tensor.
+void set_contents(TensorRecord& r, const Contents& contents) {
+  r.stats = contents.stats;
+  if (contents.values.defined()) r.values = flat_values(contents.values);
+}
+
 // "[aoti-debug-printer] PHASE KERNEL ARG<detail> (run R, launch L, call C)"
 std::string where_text(const Where& w, const std::string& detail = "") {
   std::string head = "[aoti-debug-printer] ";
@@ -137,7 +148,7 @@ at::Tensor to_host(const at::Tensor& t) {
 Contents host_contents(const at::Tensor& host, int64_t max_values, bool with_fingerprint) {
   Contents c;
   c.stats = compute_stats(host, with_fingerprint);
-  if (c.stats.unsupported.empty() && host.numel() > 0 && host.numel() <= max_values) {
+  if (c.stats.unsupported.empty() && takes_values(host, max_values)) {
     c.values = host;
   }
   return c;
@@ -147,7 +158,7 @@ Contents read_contents(const at::Tensor& t, int64_t max_values, bool with_finger
   if (!device::computes_stats_on(t)) {
     return host_contents(to_host(t), max_values, with_fingerprint && t.device().is_cpu());
   }
-  device::Snapshot snap = device::snapshot(t, t.numel() > 0 && t.numel() <= max_values, with_fingerprint);
+  device::Snapshot snap = device::snapshot(t, takes_values(t, max_values), with_fingerprint);
   return {std::move(snap.stats), std::move(snap.values)};
 }
 
@@ -166,8 +177,7 @@ TensorRecord describe(const Where& where, const at::Tensor& t, const Contents& c
     r.stride = t.strides().vec();
     r.contiguous = t.is_contiguous();
   }
-  r.stats = contents.stats;
-  if (contents.values.defined()) r.values = flat_values(contents.values);
+  set_contents(r, contents);
   return r;
 }
 
@@ -184,9 +194,8 @@ class DeviceRecord final : public LateRecord {
     error_ = device::wait_for(*landing_);
   }
   std::string text() override {
-    const device::Snapshot snap = device::take(*landing_, error_);
-    record_.stats = snap.stats;
-    if (snap.values.defined()) record_.values = flat_values(snap.values);
+    device::Snapshot snap = device::take(*landing_, error_);
+    set_contents(record_, {std::move(snap.stats), std::move(snap.values)});
     landing_.reset();  // its slot of the ring is free again
     return format_record(record_, json_);
   }
@@ -201,12 +210,12 @@ class DeviceRecord final : public LateRecord {
 } // namespace
 
 bool can_record_later(const at::Tensor& t, int64_t max_values) {
-  return device::can_snapshot_later(t, t.numel() <= max_values);
+  return device::can_snapshot_later(t, takes_values(t, max_values));
 }
 
 std::unique_ptr<LateRecord> record_later(const Where& where, const at::Tensor& t, int64_t max_values,
                                          bool json) {
-  std::shared_ptr<device::Landing> landing = device::snapshot_later(t, t.numel() <= max_values);
+  std::shared_ptr<device::Landing> landing = device::snapshot_later(t, takes_values(t, max_values));
   if (!landing) return nullptr;
   return std::make_unique<DeviceRecord>(describe(where, t, Contents{}), std::move(landing), json);
 }
