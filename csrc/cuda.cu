@@ -3,11 +3,12 @@
 //
 // Why a kernel of our own: ATen would read the tensor once per reduction
 // (min, max, mean, std, isnan, isinf, ...) and sync once per .item(); this
-// reads it once, at close to the copy bandwidth, in one launch whose last
-// block writes the result straight into mapped host memory. What a
-// synchronous call costs beyond the read is that launch and one stream sync;
-// a queued one (snapshot_later) costs the launch alone: its last block also
-// writes a ticket after the result, which the host reads to know it landed.
+// reads it once, at close to the copy bandwidth, in one launch whose blocks
+// write their partial results straight into mapped host memory, where the
+// host merges them. What a synchronous call costs beyond the read is that
+// launch and one stream sync; a queued one (snapshot_later) costs the launch
+// alone: each block also writes a ticket after its partial, which the host
+// reads to know the record landed.
 #include "device.h"
 
 #include "fingerprint.h"
@@ -32,6 +33,7 @@
 #include <limits>
 #include <type_traits>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -59,7 +61,7 @@ struct Acc {
 };
 
 template <typename K>
-__device__ __forceinline__ Acc<K> empty_acc() {
+__host__ __device__ __forceinline__ Acc<K> empty_acc() {
   Acc<K> a;
   a.finite = a.nan = a.pos_inf = a.neg_inf = a.zeros = 0;
   a.min = std::numeric_limits<K>::has_infinity ? std::numeric_limits<K>::infinity()
@@ -72,7 +74,7 @@ __device__ __forceinline__ Acc<K> empty_acc() {
 }
 
 template <typename K>
-__device__ __forceinline__ void merge(Acc<K>& a, const Acc<K>& b) {
+__host__ __device__ __forceinline__ void merge(Acc<K>& a, const Acc<K>& b) {
   a.finite += b.finite;
   a.nan += b.nan;
   a.pos_inf += b.pos_inf;
@@ -239,9 +241,9 @@ struct ThreadAcc {
 
 constexpr int kThreads = 256;
 // Dense tensors take blocks twice as large, the same threads per SM in half
-// as many blocks: half as many partials for the last block to merge, which
-// is on the critical path of every record (measured on an H100: a 64 MiB
-// tensor's kernel 1.36x -> 1.31x the bandwidth floor, float32).
+// as many blocks: half as many partials to write and merge (measured on an
+// H100 when the GPU still merged them: a 64 MiB tensor's kernel 1.36x ->
+// 1.31x the bandwidth floor, float32).
 constexpr int kDenseThreads = 512;
 constexpr int kUnroll = 4;
 
@@ -251,62 +253,58 @@ struct alignas(16) Pack {
   T v[16 / sizeof(T)];
 };
 
-// Where the blocks' partials go and how the last block to finish turns them
-// into the tensor's result: one launch per tensor, not a second kernel.
-// `counter` is zero between tensors: the last block resets it.
+// Where the blocks' results go: each block's partial straight into mapped
+// host memory, where the host merges them when it reads the record. Why not
+// the last block merging them on the GPU: that merge (an atomic, reloading
+// every partial, a second block reduction) sat on the critical path of every
+// record, while the host merges a few hundred partials off it, as the GPU
+// already runs the next kernel.
 template <typename T>
 struct Reduction {
-  Acc<key_t<T>>* parts;     // one per block, over every launch of the tensor
-  unsigned int total;       // blocks over every launch of the tensor
-  unsigned int* counter;
-  Acc<key_t<T>>* result;
-  const T* first;           // the tensor's first element: the moments' shift
-  bool fingerprint;         // add the write guard's fingerprint terms
-  // Queued snapshots: `ticket` goes to *done once the result is visible to
-  // the host. nullptr for a snapshot the host waits for.
-  unsigned long long* done;
+  Acc<key_t<T>>* parts;  // one per block, over every launch of the tensor
+  const T* first;        // the tensor's first element: the moments' shift
+  bool fingerprint;      // add the write guard's fingerprint terms
+  // Queued snapshots: block i writes `ticket` to tickets[i] once its partial
+  // is visible to the host. nullptr for a snapshot the host waits for.
+  unsigned long long* tickets;
   unsigned long long ticket;
 };
 
-// Partials are written by other blocks: read them past L1.
-template <typename K>
-__device__ __forceinline__ Acc<K> load_partial(const Acc<K>* p) {
-  static_assert(sizeof(Acc<K>) % sizeof(unsigned long long) == 0);
-  Acc<K> a;
-  auto* to = reinterpret_cast<unsigned long long*>(&a);
-  const auto* from = reinterpret_cast<const unsigned long long*>(p);
-#pragma unroll
-  for (int i = 0; i < static_cast<int>(sizeof(Acc<K>) / sizeof(unsigned long long)); ++i) to[i] = __ldcg(from + i);
-  return a;
+// Programmatic dependent launch (sm_90+, launch_kernel): a statistics
+// kernel may be launched, and its blocks made resident, before the kernel
+// ahead of it in the stream has finished, which hides the launch gap between
+// one record's kernel and the next. It waits here, before its first read,
+// for that kernel's completion and memory, so it reads what a plain launch
+// would. (A no-op for a plain launch.)
+__device__ __forceinline__ void wait_for_previous_kernel() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
 }
 
-// Ends every partials kernel: the block's result goes to parts[part]; the
-// last block of all merges them.
+// Called once every thread of the block has read its elements (past a
+// barrier: the first thread to call it counts for the block). Once every
+// block has, the next kernel may be launched early. Not sooner: a user's
+// kernel launched as a dependent of ours may count on our reads being done
+// when it starts (as they are when a kernel's blocks have exited), for
+// instance before it writes in place the tensor we read. (Measured on an
+// H100: triggering at the start gained nothing over this.)
+__device__ __forceinline__ void let_next_kernel_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// Ends every statistics kernel: the block's partial goes to parts[part].
 template <typename T>
 __device__ void finish_block(Acc<key_t<T>>& acc, unsigned int part, const Reduction<T>& r) {
-  using K = key_t<T>;
-  __shared__ bool last;
-  // Every thread's accumulator holds the shift: taken now, the last block
-  // need not load the tensor's first element again at the very end.
-  const double shift = acc.shift;
-  block_reduce(acc);
+  block_reduce(acc);  // thread 0's accumulator keeps its own (everyone's) shift
+  let_next_kernel_launch();
   if (threadIdx.x == 0) {
     r.parts[part] = acc;
-    __threadfence();
-    last = atomicAdd(r.counter, 1u) == r.total - 1;
-  }
-  __syncthreads();
-  if (!last) return;
-  Acc<K> a = empty_acc<K>();
-  for (unsigned int i = threadIdx.x; i < r.total; i += blockDim.x) merge(a, load_partial(r.parts + i));
-  block_reduce(a);
-  if (threadIdx.x == 0) {
-    a.shift = shift;
-    *r.result = a;
-    *r.counter = 0;
-    if (r.done) {
+    if (r.tickets) {
       __threadfence_system();
-      *reinterpret_cast<volatile unsigned long long*>(r.done) = r.ticket;
+      reinterpret_cast<volatile unsigned long long*>(r.tickets)[part] = r.ticket;
     }
   }
 }
@@ -317,6 +315,7 @@ template <typename T>
 __global__ void __launch_bounds__(kDenseThreads)
     dense_partials(const T* __restrict__ x, int64_t n, Reduction<T> r) {
   constexpr int64_t kVec = 16 / sizeof(T);
+  wait_for_previous_kernel();
   ThreadAcc<T> a(shift_of(x[0]));
   const int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t G = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -363,6 +362,7 @@ template <typename T>
 __global__ void __launch_bounds__(kThreads)
     strided_partials(const char* base, OffsetCalculator<1> offsets, uint32_t n, unsigned int part0,
                      Reduction<T> r) {
+  wait_for_previous_kernel();
   ThreadAcc<T> a(shift_of(*r.first));
   const uint32_t G = gridDim.x * blockDim.x;
   for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += G) {
@@ -377,12 +377,6 @@ __global__ void __launch_bounds__(kThreads)
 int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
-
-// What comes back to the host: [result, ticket | values]. The ticket sits in
-// the result's last 8 bytes.
-constexpr int64_t kResultBytes = 256;
-constexpr int64_t kTicketAt = kResultBytes - 8;
-static_assert(sizeof(Acc<double>) <= kTicketAt);
 
 template <typename K>
 c10::Scalar scalar_of(K v) {
@@ -418,56 +412,138 @@ TensorStats stats_of(const Acc<key_t<T>>& r, int64_t numel, std::optional<at::Sc
   return s;
 }
 
-// Launches the statistics kernels for `t` on `stream`, the result going to
-// `result`, the partials to `parts` (room for `max_parts`).
+int64_t values_bytes(const at::Tensor& t, bool with_values) {
+  return with_values ? t.numel() * static_cast<int64_t>(t.element_size()) : 0;
+}
+
+// The values' room in host memory and in the device scratch: whole 256-byte
+// units, so that what follows stays aligned.
+int64_t values_room(const at::Tensor& t, bool with_values) {
+  return ceil_div(values_bytes(t, with_values), 256) * 256;
+}
+
+// How one tensor's statistics are computed: which kernel, and how many
+// blocks, hence partials. Decided before anything is queued, because the
+// partials' room in host memory depends on it.
+struct Plan {
+  bool dense = false;
+  int64_t parts = 0;            // blocks over every launch: one partial each
+  std::vector<int64_t> blocks;  // strided: per 32-bit piece of `iter`
+  std::optional<at::TensorIterator> iter;
+  bool dependent_launch = false;  // programmatic dependent launches (sm_90+)
+  int64_t values_room = 0;        // values_room(t, with_values)
+  int64_t scratch = 0;            // device scratch: the values made contiguous
+};
+
+// At most one wave of resident blocks: each block strides over its share
+// anyway, and a second, partial wave would only leave SMs idle at the end.
 template <typename T>
-void launch_stats(const at::Tensor& t, cudaStream_t stream, int multiprocessors, unsigned int* counter,
-                  Acc<key_t<T>>* result, Acc<key_t<T>>* parts, int64_t max_parts, bool with_fingerprint,
-                  unsigned long long* done, unsigned long long ticket) {
-  Reduction<T> r{parts,    0,          counter, result, static_cast<const T*>(t.const_data_ptr()),
-                 with_fingerprint, done, ticket};
-  if (t.is_non_overlapping_and_dense()) {
-    // At most one wave of resident blocks: each block strides over its share
-    // anyway, and a second, partial wave would only leave SMs idle at the end.
-    static const int per_sm = [] {
-      int n = 0;
-      C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, dense_partials<T>, kDenseThreads, 0));
-      return std::max(n, 1);
-    }();
-    const int64_t wave = std::min<int64_t>(max_parts, static_cast<int64_t>(per_sm) * multiprocessors);
-    const int64_t packs = ceil_div(t.numel(), 16 / sizeof(T));
-    r.total = static_cast<unsigned int>(std::clamp<int64_t>(ceil_div(packs, kDenseThreads * kUnroll), 1, wave));
-    dense_partials<T><<<r.total, kDenseThreads, 0, stream>>>(r.first, t.numel(), r);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-    return;
+int dense_blocks_per_sm() {
+  static const int per_sm = [] {
+    int n = 0;
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, dense_partials<T>, kDenseThreads, 0));
+    return std::max(n, 1);
+  }();
+  return per_sm;
+}
+
+// nullopt when `t`'s dtype has no statistics. `t` has elements.
+std::optional<Plan> plan_of(const at::Tensor& t, bool with_values) {
+  int sms = 0, major = 0;
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, t.device().index()));
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, t.device().index()));
+  Plan p;
+  p.dependent_launch = major >= 9;
+  p.values_room = values_room(t, with_values);
+  p.scratch = with_values && !t.is_contiguous() ? p.values_room : 0;
+  p.dense = t.is_non_overlapping_and_dense();
+  int per_sm = 0;
+  try {
+    AT_DISPATCH_V2(t.scalar_type(), "aoti_debug_printer_device_stats",
+                   AT_WRAP([&] { per_sm = p.dense ? dense_blocks_per_sm<scalar_t>() : 0; }),
+                   AOTI_DEBUG_PRINTER_DTYPES);
+  } catch (const c10::NotImplementedError&) {
+    return std::nullopt;
   }
-  auto iter = at::TensorIteratorConfig()
-                  .add_const_input(t)
-                  .check_all_same_dtype(false)
-                  .resize_outputs(false)
-                  .build();
-  std::vector<int64_t> blocks;
-  for (auto& sub : iter.with_32bit_indexing()) blocks.push_back(sub.numel());
-  TORCH_CHECK(static_cast<int64_t>(blocks.size()) <= max_parts, "tensor too large for device statistics");
-  const int64_t per_piece = max_parts / static_cast<int64_t>(blocks.size());
-  for (auto& b : blocks) {
+  if (p.dense) {
+    const int64_t packs = ceil_div(t.numel(), 16 / t.element_size());
+    p.parts = std::clamp<int64_t>(ceil_div(packs, kDenseThreads * kUnroll), 1, int64_t{per_sm} * sms);
+    return p;
+  }
+  // Other strides: enough blocks of kThreads to fill every SM, shared among
+  // the 32-bit pieces of a tensor of more than 2^31 elements.
+  const int64_t max_parts = int64_t{sms} * 8;
+  p.iter = at::TensorIteratorConfig()
+               .add_const_input(t)
+               .check_all_same_dtype(false)
+               .resize_outputs(false)
+               .build();
+  for (auto& sub : p.iter->with_32bit_indexing()) p.blocks.push_back(sub.numel());
+  TORCH_CHECK(static_cast<int64_t>(p.blocks.size()) <= max_parts, "tensor too large for device statistics");
+  const int64_t per_piece = max_parts / static_cast<int64_t>(p.blocks.size());
+  for (auto& b : p.blocks) {
     b = std::clamp<int64_t>(ceil_div(b, kThreads * 4), 1, per_piece);
-    r.total += static_cast<unsigned int>(b);
+    p.parts += b;
+  }
+  return p;
+}
+
+// What comes back to the host, in mapped pinned memory:
+// [tickets: 8 bytes a partial | partials | values], each part 128-aligned.
+int64_t round_up(int64_t bytes) {
+  return ceil_div(bytes, 128) * 128;
+}
+int64_t partials_at(const Plan& p) {
+  return round_up(p.parts * static_cast<int64_t>(sizeof(unsigned long long)));
+}
+// Acc<double> is the largest partial of any dtype.
+int64_t values_at(const Plan& p) {
+  return partials_at(p) + round_up(p.parts * static_cast<int64_t>(sizeof(Acc<double>)));
+}
+int64_t result_bytes(const Plan& p) {
+  return values_at(p) + p.values_room;
+}
+
+template <typename Kernel, typename... Args>
+void launch_kernel(Kernel kernel, int64_t blocks, int threads, cudaStream_t stream, bool dependent,
+                   Args... args) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned int>(blocks));
+  config.blockDim = dim3(threads);
+  config.stream = stream;
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = &attribute;
+  config.numAttrs = dependent ? 1 : 0;
+  C10_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args...));
+}
+
+// Launches the statistics kernels for `t` on `stream` by plan `p`, the
+// partials going to `back` + partials_at(p).
+template <typename T>
+void launch_stats(const at::Tensor& t, const Plan& p, cudaStream_t stream, uint8_t* back, bool with_fingerprint,
+                  bool queued, unsigned long long ticket) {
+  Reduction<T> r{reinterpret_cast<Acc<key_t<T>>*>(back + partials_at(p)),
+                 static_cast<const T*>(t.const_data_ptr()), with_fingerprint,
+                 queued ? reinterpret_cast<unsigned long long*>(back) : nullptr, ticket};
+  if (p.dense) {
+    launch_kernel(dense_partials<T>, p.parts, kDenseThreads, stream, p.dependent_launch, r.first, t.numel(), r);
+    return;
   }
   unsigned int part0 = 0;
   size_t piece = 0;
-  for (auto& sub : iter.with_32bit_indexing()) {
-    const auto n = static_cast<unsigned int>(blocks[piece++]);
-    strided_partials<T><<<n, kThreads, 0, stream>>>(static_cast<const char*>(sub.data_ptr(0)),
-                                                   make_offset_calculator<1>(sub),
-                                                   static_cast<uint32_t>(sub.numel()), part0, r);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-    part0 += n;
+  for (auto& sub : p.iter->with_32bit_indexing()) {
+    const int64_t n = p.blocks[piece++];
+    launch_kernel(strided_partials<T>, n, kThreads, stream, p.dependent_launch,
+                  static_cast<const char*>(sub.data_ptr(0)), make_offset_calculator<1>(sub),
+                  static_cast<uint32_t>(sub.numel()), part0, r);
+    part0 += static_cast<unsigned int>(n);
   }
 }
 
 // Mapped pinned host memory, kept per host thread: the kernel writes the
-// result into it directly (no copy call), and small tensors' values are
+// partials into it directly (no copy call), and small tensors' values are
 // copied into it; no allocator call on the per-tensor path. Each snapshot waits for its own
 // kernels before returning, so one buffer per thread is never written by two
 // tensors at once. Grows to the largest size asked for.
@@ -494,9 +570,9 @@ uint8_t* host_result_buffer(size_t bytes) {
   return static_cast<uint8_t*>(buffer.data);
 }
 
-// The kernels' device memory, kept per host thread and device like the
-// pinned buffer: no allocator call per tensor, and the reduction counter at
-// its start stays zero between tensors. Returned when the thread exits.
+// Device memory for a non-contiguous tensor's values, made contiguous before
+// they are copied back; kept per host thread and device like the pinned
+// buffer (no allocator call per tensor), returned when the thread exits.
 struct ScratchBuffer {
   void* data = nullptr;
   int64_t size = 0;
@@ -515,103 +591,64 @@ ScratchBuffer& scratch_of(int device) {
   return buffers.per_device[device];
 }
 
-uint8_t* device_scratch(int device, int64_t bytes, cudaStream_t stream) {
+uint8_t* device_scratch(int device, int64_t bytes) {
   ScratchBuffer& b = scratch_of(device);
   if (bytes > b.size) {
     if (b.data) C10_CUDA_CHECK(cudaFree(b.data));
     b = ScratchBuffer{};
     C10_CUDA_CHECK(cudaMalloc(&b.data, bytes));
-    C10_CUDA_CHECK(cudaMemsetAsync(b.data, 0, bytes, stream));
     b.size = bytes;
   }
   return static_cast<uint8_t*>(b.data);
 }
 
-// Device scratch: [counter | values, made contiguous | partials].
-constexpr int64_t kValuesAt = 256;
-
-int64_t values_bytes(const at::Tensor& t, bool with_values) {
-  return with_values ? t.numel() * static_cast<int64_t>(t.element_size()) : 0;
-}
-
-// The values' room in the device scratch and in a ring slot: whole 256-byte
-// units, so that what follows stays aligned.
-int64_t values_room(const at::Tensor& t, bool with_values) {
-  return ceil_div(values_bytes(t, with_values), 256) * 256;
-}
-
-struct Shape {
-  int sms = 0;
-  int64_t max_parts = 0;  // enough blocks of 256 threads to fill every SM
-  int64_t parts_at = 0;
-  int64_t scratch = 0;
-};
-Shape shape_of(const at::Tensor& t, bool with_values) {
-  Shape s;
-  C10_CUDA_CHECK(cudaDeviceGetAttribute(&s.sms, cudaDevAttrMultiProcessorCount, t.device().index()));
-  s.max_parts = static_cast<int64_t>(s.sms) * 8;
-  s.parts_at = kValuesAt + values_room(t, with_values);
-  s.scratch = s.parts_at + s.max_parts * static_cast<int64_t>(sizeof(Acc<double>));
-  return s;
-}
-
-// Queues on `stream`: first the values (when asked) into back + kResultBytes,
-// then the statistics kernels, whose last block writes the result to `back`
-// and, when `done` is given, `ticket` to it after. False when the dtype has
-// no statistics (nothing queued). `t` has elements; `shape` is shape_of(t,
-// with_values), which the caller has already computed.
-bool queue_snapshot(const at::Tensor& t, const Shape& shape, cudaStream_t stream, bool with_values,
-                    bool with_fingerprint, uint8_t* back, unsigned long long* done, unsigned long long ticket) {
-  uint8_t* base = device_scratch(t.device().index(), shape.scratch, stream);
-  auto* counter = reinterpret_cast<unsigned int*>(base);
-  bool supported = true;
-  try {
-    AT_DISPATCH_V2(
-        t.scalar_type(), "aoti_debug_printer_device_stats", AT_WRAP([&] {
-          if (with_values) {
-            // Small tensors only (max_values): one copy to the host, from a
-            // contiguous copy on the device where the tensor is not one.
-            const void* from = t.const_data_ptr();
-            if (!t.is_contiguous()) {
-              at::from_blob(base + kValuesAt, t.sizes(), t.options()).copy_(t);
-              from = base + kValuesAt;
-            }
-            C10_CUDA_CHECK(cudaMemcpyAsync(back + kResultBytes, from, values_bytes(t, true),
-                                           cudaMemcpyDeviceToHost, stream));
-          }
-          launch_stats<scalar_t>(t, stream, shape.sms, counter, reinterpret_cast<Acc<key_t<scalar_t>>*>(back),
-                                 reinterpret_cast<Acc<key_t<scalar_t>>*>(base + shape.parts_at),
-                                 shape.max_parts, with_fingerprint, done, ticket);
-        }),
-        AOTI_DEBUG_PRINTER_DTYPES);
-  } catch (const c10::NotImplementedError&) {
-    supported = false;  // raised before any launch
-  } catch (...) {
-    // A launch failed after others were queued: the counter must be zero
-    // again for this thread's next tensor.
-    (void)cudaMemsetAsync(counter, 0, sizeof *counter, stream);
-    throw;
+// Queues on `stream`, by plan `p` (plan_of(t, with_values)): first the values
+// (when asked) into back + values_at(p), then the statistics kernels, whose
+// blocks write their partials, and when `queued`, `ticket` after each.
+void queue_snapshot(const at::Tensor& t, const Plan& p, cudaStream_t stream, bool with_values,
+                    bool with_fingerprint, uint8_t* back, bool queued, unsigned long long ticket) {
+  if (with_values) {
+    // Small tensors only (max_values): one copy to the host, from a
+    // contiguous copy on the device where the tensor is not one.
+    const void* from = t.const_data_ptr();
+    if (!t.is_contiguous()) {
+      uint8_t* scratch = device_scratch(t.device().index(), p.scratch);
+      at::from_blob(scratch, t.sizes(), t.options()).copy_(t);
+      from = scratch;
+    }
+    C10_CUDA_CHECK(cudaMemcpyAsync(back + values_at(p), from, values_bytes(t, true), cudaMemcpyDeviceToHost,
+                                   stream));
   }
-  return supported;
+  AT_DISPATCH_V2(t.scalar_type(), "aoti_debug_printer_device_stats",
+                 AT_WRAP([&] { launch_stats<scalar_t>(t, p, stream, back, with_fingerprint, queued, ticket); }),
+                 AOTI_DEBUG_PRINTER_DTYPES);
 }
 
 std::string no_stats_for(at::ScalarType dtype) {
   return std::string("no statistics for dtype ") + c10::toString(dtype);
 }
 
-// The statistics (and values) written at `back` for a tensor of `dtype` and `sizes`.
-Snapshot read_back(const uint8_t* back, at::ScalarType dtype, at::IntArrayRef sizes, int64_t numel,
-                   bool with_values, bool with_fingerprint) {
+// The statistics (and values) written at `back` by plan `p` for a tensor of
+// `dtype` and `sizes`: the blocks' partials merged here.
+Snapshot read_back(const uint8_t* back, const Plan& p, at::ScalarType dtype, at::IntArrayRef sizes,
+                   int64_t numel, bool with_values, bool with_fingerprint) {
   Snapshot snap;
   AT_DISPATCH_V2(
       dtype, "aoti_debug_printer_device_stats", AT_WRAP([&] {
-        Acc<key_t<scalar_t>> r;
-        std::memcpy(&r, back, sizeof r);
+        using Partial = Acc<key_t<scalar_t>>;
+        const uint8_t* parts = back + partials_at(p);
+        Partial r = empty_acc<key_t<scalar_t>>();
+        for (int64_t i = 0; i < p.parts; ++i) {
+          Partial part;
+          std::memcpy(&part, parts + i * static_cast<int64_t>(sizeof(Partial)), sizeof part);
+          merge(r, part);
+          r.shift = part.shift;  // the same in every partial
+        }
         snap.stats = stats_of<scalar_t>(r, numel, with_fingerprint ? std::optional(dtype) : std::nullopt);
       }),
       AOTI_DEBUG_PRINTER_DTYPES);
   if (with_values) {
-    snap.values = at::from_blob(const_cast<uint8_t*>(back) + kResultBytes, sizes,
+    snap.values = at::from_blob(const_cast<uint8_t*>(back) + values_at(p), sizes,
                                 at::TensorOptions().dtype(dtype))
                       .clone();
   }
@@ -640,16 +677,15 @@ std::shared_ptr<Ring>& this_thread_ring() {
   return ring;
 }
 
-int64_t slot_bytes(const at::Tensor& t, bool with_values) {
-  return kResultBytes + values_room(t, with_values);
-}
-
 } // namespace
 
 struct Landing {
   std::shared_ptr<Ring> ring;
   const uint8_t* slot = nullptr;
+  Plan plan;
   unsigned long long ticket = 0;
+  // Partials known to have landed, in order: landed() reads each ticket once.
+  mutable int64_t parts_landed = 0;
   cudaStream_t stream{};
   at::ScalarType dtype{};
   std::vector<int64_t> sizes;
@@ -675,34 +711,43 @@ Snapshot snapshot(const at::Tensor& t, bool with_values, bool with_fingerprint) 
     return snap;
   }
   const c10::cuda::CUDAGuard guard(t.device());
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(t.device().index()).stream();
-  // Each synchronous snapshot waits for its own kernels before returning, so
-  // one buffer per thread is never written by two tensors at once.
-  uint8_t* back = host_result_buffer(static_cast<size_t>(kResultBytes + values_bytes(t, with_values)));
-  if (!queue_snapshot(t, shape_of(t, with_values), stream, with_values, with_fingerprint, back, nullptr, 0)) {
+  const std::optional<Plan> plan = plan_of(t, with_values);
+  if (!plan) {
     snap.stats.unsupported = no_stats_for(t.scalar_type());
     return snap;
   }
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(t.device().index()).stream();
+  // Each synchronous snapshot waits for its own kernels before returning, so
+  // one buffer per thread is never written by two tensors at once.
+  uint8_t* back = host_result_buffer(static_cast<size_t>(result_bytes(*plan)));
+  queue_snapshot(t, *plan, stream, with_values, with_fingerprint, back, false, 0);
   C10_CUDA_CHECK(cudaStreamSynchronize(stream));
-  return read_back(back, t.scalar_type(), t.sizes(), t.numel(), with_values, with_fingerprint);
+  return read_back(back, *plan, t.scalar_type(), t.sizes(), t.numel(), with_values, with_fingerprint);
 }
 
 bool can_snapshot_later(const at::Tensor& t, bool with_values) {
-  return computes_stats_on(t) && t.numel() > 0 && slot_bytes(t, with_values) <= Ring::kBytes;
+  // The partials' room aside (plan_of, at most a few dozen KiB).
+  return computes_stats_on(t) && t.numel() > 0 && values_room(t, with_values) <= Ring::kBytes / 2;
 }
 
 std::shared_ptr<Landing> snapshot_later(const at::Tensor& t, bool with_values) {
-  TORCH_CHECK(can_snapshot_later(t, with_values), "this tensor cannot be snapshotted later");
   const c10::cuda::CUDAGuard guard(t.device());
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(t.device().index()).stream();
   std::shared_ptr<Ring>& ring = this_thread_ring();
-  const int64_t bytes = slot_bytes(t, with_values);
-  const Shape shape = shape_of(t, with_values);
+  auto l = std::make_shared<Landing>();
+  l->numel = t.numel();
+  std::optional<Plan> plan = plan_of(t, with_values);
+  if (!plan) {
+    l->unsupported = no_stats_for(t.scalar_type());
+    return l;
+  }
+  const int64_t bytes = result_bytes(*plan);
+  TORCH_CHECK(bytes <= Ring::kBytes, "this tensor's results do not fit in the ring");
   if (ring->outstanding > 0) {
     // Queued kernels share the device scratch in stream order: another
     // stream, or scratch that must grow under them, waits for them first.
     if (ring->stream != stream || ring->used + bytes > Ring::kBytes ||
-        shape.scratch > scratch_of(t.device().index()).size) {
+        plan->scratch > scratch_of(t.device().index()).size) {
       return nullptr;
     }
   }
@@ -711,7 +756,6 @@ std::shared_ptr<Landing> snapshot_later(const at::Tensor& t, bool with_values) {
     C10_CUDA_CHECK(cudaHostAlloc(&data, Ring::kBytes, cudaHostAllocMapped | cudaHostAllocPortable));
     ring->data = static_cast<uint8_t*>(data);
   }
-  auto l = std::make_shared<Landing>();
   l->ring = ring;
   ++ring->outstanding;
   ring->stream = stream;
@@ -722,22 +766,21 @@ std::shared_ptr<Landing> snapshot_later(const at::Tensor& t, bool with_values) {
   l->stream = stream;
   l->dtype = t.scalar_type();
   l->sizes = t.sizes().vec();
-  l->numel = t.numel();
   l->with_values = with_values;
-  auto* done = reinterpret_cast<unsigned long long*>(slot + kTicketAt);
-  if (!queue_snapshot(t, shape, stream, with_values, false, slot, done, l->ticket)) {
-    l->unsupported = no_stats_for(t.scalar_type());
-  }
+  queue_snapshot(t, *plan, stream, with_values, false, slot, true, l->ticket);
+  l->plan = std::move(*plan);
   return l;
 }
 
 bool landed(const Landing& l) {
-  return !l.unsupported.empty() ||
-         *reinterpret_cast<const volatile unsigned long long*>(l.slot + kTicketAt) == l.ticket;
+  if (!l.unsupported.empty()) return true;
+  const auto* tickets = reinterpret_cast<const volatile unsigned long long*>(l.slot);
+  while (l.parts_landed < l.plan.parts && tickets[l.parts_landed] == l.ticket) ++l.parts_landed;
+  return l.parts_landed == l.plan.parts;
 }
 
 std::string wait_for(const Landing& l) {
-  // This record's ticket, not the whole stream: records are then written as
+  // This record's tickets, not the whole stream: records are then written as
   // they land, each while the GPU still runs those queued after it (a stream
   // sync would write them all only after the last kernel).
   while (!landed(l)) {
@@ -760,9 +803,9 @@ Snapshot take(const Landing& l, const std::string& error) {
         (error.empty() ? std::string("the GPU has not run this record's kernels")
                        : "the GPU failed before this record's kernels ran (" + error + ")");
   } else {
-    // The ticket was read first; the result behind it must not be read before.
+    // The tickets were read first; the partials behind them must not be read before.
     std::atomic_thread_fence(std::memory_order_acquire);
-    snap = read_back(l.slot, l.dtype, l.sizes, l.numel, l.with_values, false);
+    snap = read_back(l.slot, l.plan, l.dtype, l.sizes, l.numel, l.with_values, false);
   }
   return snap;
 }

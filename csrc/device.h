@@ -35,9 +35,9 @@ struct Landing;
 // Whether snapshot_later can ever take `t` (a CUDA tensor with elements whose
 // results fit in the ring).
 bool can_snapshot_later(const at::Tensor& t, bool with_values);
-// nullptr while the ring has no room, or `t`'s stream is not the one its
-// outstanding snapshots were queued on: take those first (every Landing
-// released), then ask again.
+// For a `t` that can_snapshot_later. nullptr while the ring has no room, or
+// `t`'s stream is not the one its outstanding snapshots were queued on: take
+// those first (every Landing released), then ask again.
 std::shared_ptr<Landing> snapshot_later(const at::Tensor& t, bool with_values);
 // Whether the results are in host memory (no waiting).
 bool landed(const Landing& l);

@@ -152,8 +152,8 @@ def test_device_stats_of_empty_and_huge_strided_tensors():
 
 
 def test_device_stats_from_threads_on_their_own_streams():
-    # Each host thread keeps its own scratch and reduction counter; threads
-    # on different streams must never see each other's partials.
+    # Each host thread keeps its own pinned buffer and device scratch;
+    # threads on different streams must never see each other's partials.
     import concurrent.futures
 
     tensors = [sample(dtype).cuda()[: 1000 + 997 * i] for i, dtype in
