@@ -422,16 +422,35 @@ int64_t values_room(const at::Tensor& t, bool with_values) {
   return ceil_div(values_bytes(t, with_values), 256) * 256;
 }
 
+// What comes back to the host, in mapped pinned memory:
+// [tickets: 8 bytes a partial | partials | values], each part 128-aligned.
+struct Layout {
+  int64_t parts = 0;        // blocks over every launch: one partial each
+  int64_t values_room = 0;  // values_room(t, with_values)
+};
+int64_t round_up(int64_t bytes) {
+  return ceil_div(bytes, 128) * 128;
+}
+int64_t partials_at(const Layout& l) {
+  return round_up(l.parts * static_cast<int64_t>(sizeof(unsigned long long)));
+}
+// Acc<double> is the largest partial of any dtype.
+int64_t values_at(const Layout& l) {
+  return partials_at(l) + round_up(l.parts * static_cast<int64_t>(sizeof(Acc<double>)));
+}
+int64_t result_bytes(const Layout& l) {
+  return values_at(l) + l.values_room;
+}
+
 // How one tensor's statistics are computed: which kernel, and how many
 // blocks, hence partials. Decided before anything is queued, because the
 // partials' room in host memory depends on it.
 struct Plan {
+  Layout layout;
   bool dense = false;
-  int64_t parts = 0;            // blocks over every launch: one partial each
   std::vector<int64_t> blocks;  // strided: per 32-bit piece of `iter`
   std::optional<at::TensorIterator> iter;
   bool dependent_launch = false;  // programmatic dependent launches (sm_90+)
-  int64_t values_room = 0;        // values_room(t, with_values)
   int64_t scratch = 0;            // device scratch: the values made contiguous
 };
 
@@ -454,8 +473,8 @@ std::optional<Plan> plan_of(const at::Tensor& t, bool with_values) {
   C10_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, t.device().index()));
   Plan p;
   p.dependent_launch = major >= 9;
-  p.values_room = values_room(t, with_values);
-  p.scratch = with_values && !t.is_contiguous() ? p.values_room : 0;
+  p.layout.values_room = values_room(t, with_values);
+  p.scratch = with_values && !t.is_contiguous() ? p.layout.values_room : 0;
   p.dense = t.is_non_overlapping_and_dense();
   int per_sm = 0;
   try {
@@ -467,7 +486,7 @@ std::optional<Plan> plan_of(const at::Tensor& t, bool with_values) {
   }
   if (p.dense) {
     const int64_t packs = ceil_div(t.numel(), 16 / t.element_size());
-    p.parts = std::clamp<int64_t>(ceil_div(packs, kDenseThreads * kUnroll), 1, int64_t{per_sm} * sms);
+    p.layout.parts = std::clamp<int64_t>(ceil_div(packs, kDenseThreads * kUnroll), 1, int64_t{per_sm} * sms);
     return p;
   }
   // Other strides: enough blocks of kThreads to fill every SM, shared among
@@ -483,25 +502,9 @@ std::optional<Plan> plan_of(const at::Tensor& t, bool with_values) {
   const int64_t per_piece = max_parts / static_cast<int64_t>(p.blocks.size());
   for (auto& b : p.blocks) {
     b = std::clamp<int64_t>(ceil_div(b, kThreads * 4), 1, per_piece);
-    p.parts += b;
+    p.layout.parts += b;
   }
   return p;
-}
-
-// What comes back to the host, in mapped pinned memory:
-// [tickets: 8 bytes a partial | partials | values], each part 128-aligned.
-int64_t round_up(int64_t bytes) {
-  return ceil_div(bytes, 128) * 128;
-}
-int64_t partials_at(const Plan& p) {
-  return round_up(p.parts * static_cast<int64_t>(sizeof(unsigned long long)));
-}
-// Acc<double> is the largest partial of any dtype.
-int64_t values_at(const Plan& p) {
-  return partials_at(p) + round_up(p.parts * static_cast<int64_t>(sizeof(Acc<double>)));
-}
-int64_t result_bytes(const Plan& p) {
-  return values_at(p) + p.values_room;
 }
 
 template <typename Kernel, typename... Args>
@@ -524,11 +527,11 @@ void launch_kernel(Kernel kernel, int64_t blocks, int threads, cudaStream_t stre
 template <typename T>
 void launch_stats(const at::Tensor& t, const Plan& p, cudaStream_t stream, uint8_t* back, bool with_fingerprint,
                   bool queued, unsigned long long ticket) {
-  Reduction<T> r{reinterpret_cast<Acc<key_t<T>>*>(back + partials_at(p)),
+  Reduction<T> r{reinterpret_cast<Acc<key_t<T>>*>(back + partials_at(p.layout)),
                  static_cast<const T*>(t.const_data_ptr()), with_fingerprint,
                  queued ? reinterpret_cast<unsigned long long*>(back) : nullptr, ticket};
   if (p.dense) {
-    launch_kernel(dense_partials<T>, p.parts, kDenseThreads, stream, p.dependent_launch, r.first, t.numel(), r);
+    launch_kernel(dense_partials<T>, p.layout.parts, kDenseThreads, stream, p.dependent_launch, r.first, t.numel(), r);
     return;
   }
   unsigned int part0 = 0;
@@ -603,7 +606,7 @@ uint8_t* device_scratch(int device, int64_t bytes) {
 }
 
 // Queues on `stream`, by plan `p` (plan_of(t, with_values)): first the values
-// (when asked) into back + values_at(p), then the statistics kernels, whose
+// (when asked) into back + values_at(p.layout), then the statistics kernels, whose
 // blocks write their partials, and when `queued`, `ticket` after each.
 void queue_snapshot(const at::Tensor& t, const Plan& p, cudaStream_t stream, bool with_values,
                     bool with_fingerprint, uint8_t* back, bool queued, unsigned long long ticket) {
@@ -616,7 +619,7 @@ void queue_snapshot(const at::Tensor& t, const Plan& p, cudaStream_t stream, boo
       at::from_blob(scratch, t.sizes(), t.options()).copy_(t);
       from = scratch;
     }
-    C10_CUDA_CHECK(cudaMemcpyAsync(back + values_at(p), from, values_bytes(t, true), cudaMemcpyDeviceToHost,
+    C10_CUDA_CHECK(cudaMemcpyAsync(back + values_at(p.layout), from, values_bytes(t, true), cudaMemcpyDeviceToHost,
                                    stream));
   }
   AT_DISPATCH_V2(t.scalar_type(), "aoti_debug_printer_device_stats",
@@ -628,17 +631,17 @@ std::string no_stats_for(at::ScalarType dtype) {
   return std::string("no statistics for dtype ") + c10::toString(dtype);
 }
 
-// The statistics (and values) written at `back` by plan `p` for a tensor of
+// The statistics (and values) written at `back` in `layout` for a tensor of
 // `dtype` and `sizes`: the blocks' partials merged here.
-Snapshot read_back(const uint8_t* back, const Plan& p, at::ScalarType dtype, at::IntArrayRef sizes,
+Snapshot read_back(const uint8_t* back, const Layout& layout, at::ScalarType dtype, at::IntArrayRef sizes,
                    int64_t numel, bool with_values, bool with_fingerprint) {
   Snapshot snap;
   AT_DISPATCH_V2(
       dtype, "aoti_debug_printer_device_stats", AT_WRAP([&] {
         using Partial = Acc<key_t<scalar_t>>;
-        const uint8_t* parts = back + partials_at(p);
+        const uint8_t* parts = back + partials_at(layout);
         Partial r = empty_acc<key_t<scalar_t>>();
-        for (int64_t i = 0; i < p.parts; ++i) {
+        for (int64_t i = 0; i < layout.parts; ++i) {
           Partial part;
           std::memcpy(&part, parts + i * static_cast<int64_t>(sizeof(Partial)), sizeof part);
           merge(r, part);
@@ -648,7 +651,7 @@ Snapshot read_back(const uint8_t* back, const Plan& p, at::ScalarType dtype, at:
       }),
       AOTI_DEBUG_PRINTER_DTYPES);
   if (with_values) {
-    snap.values = at::from_blob(const_cast<uint8_t*>(back) + values_at(p), sizes,
+    snap.values = at::from_blob(const_cast<uint8_t*>(back) + values_at(layout), sizes,
                                 at::TensorOptions().dtype(dtype))
                       .clone();
   }
@@ -682,7 +685,7 @@ std::shared_ptr<Ring>& this_thread_ring() {
 struct Landing {
   std::shared_ptr<Ring> ring;
   const uint8_t* slot = nullptr;
-  Plan plan;
+  Layout layout;  // not the Plan: its iterator borrows the tensor, freed by now
   unsigned long long ticket = 0;
   // Partials known to have landed, in order: landed() reads each ticket once.
   mutable int64_t parts_landed = 0;
@@ -719,14 +722,15 @@ Snapshot snapshot(const at::Tensor& t, bool with_values, bool with_fingerprint) 
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(t.device().index()).stream();
   // Each synchronous snapshot waits for its own kernels before returning, so
   // one buffer per thread is never written by two tensors at once.
-  uint8_t* back = host_result_buffer(static_cast<size_t>(result_bytes(*plan)));
+  uint8_t* back = host_result_buffer(static_cast<size_t>(result_bytes(plan->layout)));
   queue_snapshot(t, *plan, stream, with_values, with_fingerprint, back, false, 0);
   C10_CUDA_CHECK(cudaStreamSynchronize(stream));
-  return read_back(back, *plan, t.scalar_type(), t.sizes(), t.numel(), with_values, with_fingerprint);
+  return read_back(back, plan->layout, t.scalar_type(), t.sizes(), t.numel(), with_values, with_fingerprint);
 }
 
 bool can_snapshot_later(const at::Tensor& t, bool with_values) {
-  // The partials' room aside (plan_of, at most a few dozen KiB).
+  // Half the ring leaves room for the partials: 8 per SM at most (plan_of),
+  // about 110 KB on an H100.
   return computes_stats_on(t) && t.numel() > 0 && values_room(t, with_values) <= Ring::kBytes / 2;
 }
 
@@ -741,7 +745,7 @@ std::shared_ptr<Landing> snapshot_later(const at::Tensor& t, bool with_values) {
     l->unsupported = no_stats_for(t.scalar_type());
     return l;
   }
-  const int64_t bytes = result_bytes(*plan);
+  const int64_t bytes = result_bytes(plan->layout);
   TORCH_CHECK(bytes <= Ring::kBytes, "this tensor's results do not fit in the ring");
   if (ring->outstanding > 0) {
     // Queued kernels share the device scratch in stream order: another
@@ -762,21 +766,21 @@ std::shared_ptr<Landing> snapshot_later(const at::Tensor& t, bool with_values) {
   uint8_t* slot = ring->data + ring->used;
   ring->used += bytes;
   l->slot = slot;
+  l->layout = plan->layout;
   l->ticket = ring->next_ticket++;
   l->stream = stream;
   l->dtype = t.scalar_type();
   l->sizes = t.sizes().vec();
   l->with_values = with_values;
   queue_snapshot(t, *plan, stream, with_values, false, slot, true, l->ticket);
-  l->plan = std::move(*plan);
   return l;
 }
 
 bool landed(const Landing& l) {
   if (!l.unsupported.empty()) return true;
   const auto* tickets = reinterpret_cast<const volatile unsigned long long*>(l.slot);
-  while (l.parts_landed < l.plan.parts && tickets[l.parts_landed] == l.ticket) ++l.parts_landed;
-  return l.parts_landed == l.plan.parts;
+  while (l.parts_landed < l.layout.parts && tickets[l.parts_landed] == l.ticket) ++l.parts_landed;
+  return l.parts_landed == l.layout.parts;
 }
 
 std::string wait_for(const Landing& l) {
@@ -805,7 +809,7 @@ Snapshot take(const Landing& l, const std::string& error) {
   } else {
     // The tickets were read first; the partials behind them must not be read before.
     std::atomic_thread_fence(std::memory_order_acquire);
-    snap = read_back(l.slot, l.plan, l.dtype, l.sizes, l.numel, l.with_values, false);
+    snap = read_back(l.slot, l.layout, l.dtype, l.sizes, l.numel, l.with_values, false);
   }
   return snap;
 }
