@@ -342,6 +342,31 @@ def test_queued_records_fill_the_ring_change_streams_and_keep_their_order(record
         assert [float(v) for v in got["values"]] == pytest.approx(values, rel=1e-5, nan_ok=True), i
 
 
+def test_a_queued_record_does_not_keep_its_tensor_alive(records):
+    """A record waiting for its statistics holds no reference to its tensor:
+    freed right after the record, the tensor's memory goes back to the
+    allocator at once, as with the printer off (dense and strided views take
+    different kernels)."""
+    from aoti_debug_printer import _C
+
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    _C.begin_run(with_end=True)
+    try:
+        for name in ("dense", "strided"):
+            t = torch.randn(1024, 1024, device="cuda")
+            view = t if name == "dense" else t[:, ::2]
+            _C.record(_C.PRINT, _C.AFTER_LAUNCH, "k", name, view)
+            del t, view
+            assert torch.cuda.memory_allocated() == before, name
+    finally:
+        _C.end_run()
+    recs = records()
+    assert [r["arg"] for r in recs] == ["dense", "strided"]
+    assert [r["stats"]["finite"] for r in recs] == [1024 * 1024, 1024 * 512]
+    assert all(0.9 < r["stats"]["std"] < 1.1 for r in recs)
+
+
 # -- pinpointing an illegal memory access ---------------------------------------------
 
 FAR = 1 << 38  # elements past the end: a terabyte away, unmapped
