@@ -149,6 +149,20 @@ def cuda_architectures(torch, home: Path) -> tuple[list[str], str]:
     return archs, f"torch {torch.__version__}'s own list"
 
 
+# --- ATen's parallel_for ----------------------------------------------------
+
+
+def parallel_for_is_openmp(include_dirs: list[str]) -> bool:
+    """Whether ATen's parallel_for is inline OpenMP code (ATen/Config.h says
+    so for torch's own builds): the code calling it must then be compiled with
+    OpenMP, or its parallel_for quietly runs on one thread."""
+    for directory in include_dirs:
+        config = Path(directory) / "ATen" / "Config.h"
+        if config.is_file():
+            return re.search(r"#define\s+AT_PARALLEL_OPENMP\s+1\b", config.read_text()) is not None
+    return False
+
+
 # --- All of it --------------------------------------------------------------
 
 
@@ -166,6 +180,7 @@ def facts() -> dict[str, object]:
         "TORCH_INCLUDE_DIRS": include_paths(),
         "TORCH_LIBRARY_DIR": lib,
         "TORCH_CXX11_ABI": int(torch._C._GLIBCXX_USE_CXX11_ABI),
+        "TORCH_PARALLEL_OPENMP": int(parallel_for_is_openmp(include_paths())),
         "TORCH_CUDA_HOME": "",
         "TORCH_CUDA_ARCHITECTURES": "",
         "TORCH_CUDA_ARCHITECTURES_FROM": "",

@@ -127,6 +127,27 @@ def test_one_build_tree_two_environments(tmp_path):
     assert r.stdout.split() == ["3.0"], r.stderr[-2000:]
 
 
+@pytest.mark.skipif(shutil.which("readelf") is None, reason="no readelf (binutils)")
+def test_cpu_statistics_run_on_torchs_openmp_runtime():
+    """Where torch's parallel_for is inline OpenMP code, the library is
+    compiled with OpenMP (else its CPU statistics run on one thread), and a
+    process that computed statistics holds one OpenMP runtime, torch's."""
+    from torch.utils.cpp_extension import include_paths
+
+    from aoti_debug_printer import _C
+
+    if not torch_facts.parallel_for_is_openmp(include_paths()):
+        pytest.skip("this torch's parallel_for is not OpenMP")
+    dynamic = subprocess.run(["readelf", "-d", _C.library_path()], capture_output=True, text=True,
+                             check=True).stdout
+    assert "Shared library: [libgomp.so.1]" in dynamic
+    r = subprocess.run([sys.executable, "-c", "import torch, aoti_debug_printer as a; "
+                        "torch.set_num_threads(2); a.stats(torch.randn(1 << 22), on='host'); "
+                        "print(len({l.split()[-1] for l in open('/proc/self/maps') if 'gomp' in l}))"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.stdout.split() == ["1"], r.stderr[-2000:]
+
+
 @pytest.mark.skipif(shutil.which("nm") is None, reason="no nm (binutils)")
 def test_the_library_exports_only_its_c_abi_and_its_own_namespace():
     """The inline torch and standard-library code compiled into the library
