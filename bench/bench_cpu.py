@@ -3,7 +3,12 @@
 1. one inference of a model with many kernels: printer off, our level 2,
    our level 2 switched off at run time, PyTorch's built-in level 2 (records
    go to /dev/null for both);
-2. per-tensor statistics of one large tensor: ours against PyTorch's
+2. where one record's time goes on the CPU: its statistics alone against
+   the whole record (statistics, description, formatting, the write to
+   /dev/null), for the model's activations and for a small tensor whose
+   values are printed; with the records one inference writes, what
+   formatting and writing cost of the level-2 overhead;
+3. per-tensor statistics of one large tensor: ours against PyTorch's
    built-in aoti_torch_print_tensor_handle (called from libtorch itself).
 
     python bench/bench_cpu.py [--blocks 24] [--runs 20] [--numel 67108864]
@@ -13,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import statistics
 import sys
@@ -63,6 +69,37 @@ def median_ms(fn, runs: int, warmup: int = 2) -> float:
         fn()
         times.append(time.perf_counter() - start)
     return statistics.median(times) * 1e3
+
+
+def per_call_us(fn, calls: int = 2000, rounds: int = 5) -> float:
+    return median_ms(lambda: [fn() for _ in range(calls)], rounds) * 1e3 / calls
+
+
+def records_per_inference(run, x) -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "records.jsonl"
+        with aoti_debug_printer.options(output=out, format="jsonl"):
+            run(x)
+        return sum(json.loads(line)["event"] == "tensor" for line in out.read_text().splitlines())
+
+
+def bench_record_cost(tensors: dict[str, torch.Tensor], records: int, overhead_ms: float) -> None:
+    print("\nWhere one record's time goes (µs per call, records to /dev/null):")
+    print(f"  {'tensor':<28}{'statistics':>12}{'record':>10}{'formatting and writing':>24}")
+    costs = {}
+    with stdout_to_devnull():
+        for name, t in tensors.items():
+            # Interleaved rounds, as above.
+            stats, whole = [], []
+            for _ in range(3):
+                stats.append(per_call_us(lambda t=t: _C.stats(t)))
+                whole.append(per_call_us(lambda t=t: _C.record(_C.PRINT, _C.AFTER_LAUNCH, "k", "t", t)))
+            costs[name] = (min(stats), min(whole))
+    for name, (stats, whole) in costs.items():
+        print(f"  {name:<28}{stats:>12.2f}{whole:>10.2f}{whole - stats:>13.2f} ({(whole - stats) / whole:.0%})")
+    stats, whole = next(iter(costs.values()))
+    print(f"  one inference writes {records} records: at the activations' rate formatting and writing take "
+          f"{records * (whole - stats) / 1e3:.3f} ms of its {overhead_ms:.3f} ms level-2 overhead")
 
 
 def compile_at(model, x, level: str, ours: bool, path: Path) -> Path:
@@ -116,6 +153,11 @@ def main() -> None:
     print(f"  our overhead / built-in overhead = {ours / builtin:.2f}")
     switched = min(results["ours, level 2, off at run time"]) / base - 1
     print(f"  level 2 switched off at run time costs {100 * switched:+.2f}% of an inference")
+
+    activation = torch.randn(args.batch, args.width)
+    bench_record_cost({f"activation {list(activation.shape)}": activation,
+                       "small [16], values printed": torch.randn(16)},
+                      records_per_inference(runners["ours, level 2"], x), ours)
 
     big = torch.randn(args.numel)
     mib = big.numel() * big.element_size() / 2**20
