@@ -466,13 +466,31 @@ int dense_blocks_per_sm() {
   return per_sm;
 }
 
+// What a plan needs of a device, asked once per host thread and device, not
+// per tensor.
+struct DeviceFacts {
+  int sms = 0;
+  bool dependent_launch = false;  // sm_90+
+};
+const DeviceFacts& facts_of(int device) {
+  thread_local std::vector<DeviceFacts> known;
+  if (known.size() <= static_cast<size_t>(device)) known.resize(device + 1);
+  DeviceFacts& f = known[device];
+  if (f.sms == 0) {
+    int major = 0;
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&f.sms, cudaDevAttrMultiProcessorCount, device));
+    f.dependent_launch = major >= 9;
+  }
+  return f;
+}
+
 // nullopt when `t`'s dtype has no statistics. `t` has elements.
 std::optional<Plan> plan_of(const at::Tensor& t, bool with_values) {
-  int sms = 0, major = 0;
-  C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, t.device().index()));
-  C10_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, t.device().index()));
+  const DeviceFacts& device = facts_of(t.device().index());
+  const int64_t sms = device.sms;
   Plan p;
-  p.dependent_launch = major >= 9;
+  p.dependent_launch = device.dependent_launch;
   p.layout.values_room = values_room(t, with_values);
   p.scratch = with_values && !t.is_contiguous() ? p.layout.values_room : 0;
   p.dense = t.is_non_overlapping_and_dense();
@@ -486,12 +504,12 @@ std::optional<Plan> plan_of(const at::Tensor& t, bool with_values) {
   }
   if (p.dense) {
     const int64_t packs = ceil_div(t.numel(), 16 / t.element_size());
-    p.layout.parts = std::clamp<int64_t>(ceil_div(packs, kDenseThreads * kUnroll), 1, int64_t{per_sm} * sms);
+    p.layout.parts = std::clamp<int64_t>(ceil_div(packs, kDenseThreads * kUnroll), 1, per_sm * sms);
     return p;
   }
   // Other strides: enough blocks of kThreads to fill every SM, shared among
   // the 32-bit pieces of a tensor of more than 2^31 elements.
-  const int64_t max_parts = int64_t{sms} * 8;
+  const int64_t max_parts = sms * 8;
   p.iter = at::TensorIteratorConfig()
                .add_const_input(t)
                .check_all_same_dtype(false)
@@ -523,15 +541,16 @@ void launch_kernel(Kernel kernel, int64_t blocks, int threads, cudaStream_t stre
 }
 
 // Launches the statistics kernels for `t` on `stream` by plan `p`, the
-// partials going to `back` + partials_at(p).
+// partials going to `back` + partials_at(p.layout).
 template <typename T>
-void launch_stats(const at::Tensor& t, const Plan& p, cudaStream_t stream, uint8_t* back, bool with_fingerprint,
-                  bool queued, unsigned long long ticket) {
+void launch_stats(const at::Tensor& t, const Plan& p, cudaStream_t stream, uint8_t* back,
+                  bool with_fingerprint, bool queued, unsigned long long ticket) {
   Reduction<T> r{reinterpret_cast<Acc<key_t<T>>*>(back + partials_at(p.layout)),
                  static_cast<const T*>(t.const_data_ptr()), with_fingerprint,
                  queued ? reinterpret_cast<unsigned long long*>(back) : nullptr, ticket};
   if (p.dense) {
-    launch_kernel(dense_partials<T>, p.layout.parts, kDenseThreads, stream, p.dependent_launch, r.first, t.numel(), r);
+    launch_kernel(dense_partials<T>, p.layout.parts, kDenseThreads, stream, p.dependent_launch, r.first,
+                  t.numel(), r);
     return;
   }
   unsigned int part0 = 0;
