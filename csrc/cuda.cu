@@ -451,7 +451,7 @@ struct Plan {
   std::vector<int64_t> blocks;  // strided: per 32-bit piece of `iter`
   std::optional<at::TensorIterator> iter;
   bool dependent_launch = false;  // programmatic dependent launches (sm_90+)
-  int64_t scratch = 0;            // device scratch: the values made contiguous
+  int64_t scratch = 0;            // device scratch for the values made contiguous, 0: none needed
 };
 
 // At most one wave of resident blocks: each block strides over its share
@@ -631,9 +631,10 @@ void queue_snapshot(const at::Tensor& t, const Plan& p, cudaStream_t stream, boo
                     bool with_fingerprint, uint8_t* back, bool queued, unsigned long long ticket) {
   if (with_values) {
     // Small tensors only (max_values): one copy to the host, from a
-    // contiguous copy on the device where the tensor is not one.
+    // contiguous copy on the device where the tensor is not one (the plan
+    // gave it scratch).
     const void* from = t.const_data_ptr();
-    if (!t.is_contiguous()) {
+    if (p.scratch > 0) {
       uint8_t* scratch = device_scratch(t.device().index(), p.scratch);
       at::from_blob(scratch, t.sizes(), t.options()).copy_(t);
       from = scratch;
