@@ -879,4 +879,16 @@ Allocation allocation_of(const void* address) {
   return a;
 }
 
+Facts facts_of(int index) {
+  Facts f;
+  cudaDeviceProp prop;
+  if (cudaGetDeviceProperties(&prop, index) != cudaSuccess) {
+    cudaGetLastError();  // asked of a device that is not there: no sticky error left
+    return f;
+  }
+  f.name = prop.name;
+  f.capability = std::to_string(prop.major) + "." + std::to_string(prop.minor);
+  return f;
+}
+
 } // namespace aoti_debug_printer::device

@@ -61,4 +61,12 @@ struct Allocation {
 };
 Allocation allocation_of(const void* address);
 
+// What a dump's environment record says of a GPU: its name and compute
+// capability ("9.0"); empty where there is no such device.
+struct Facts {
+  std::string name;
+  std::string capability;
+};
+Facts facts_of(int index);
+
 } // namespace aoti_debug_printer::device

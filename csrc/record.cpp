@@ -2,16 +2,19 @@
 
 #include "device.h"
 
+#include <ATen/Context.h>
 #include <ATen/Dispatch_v2.h>
 #include <c10/util/complex.h>
 
 #include <unistd.h>
 
 #include <cctype>
+#include <cstdlib>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
+#include <type_traits>
 
 namespace aoti_debug_printer {
 namespace {
@@ -130,6 +133,72 @@ std::string json_string(const std::string& s) {
     }
   }
   return out + "\"";
+}
+
+namespace {
+
+// A flag of ATen's context as JSON; null where this torch cannot say (a
+// getter that throws, as one does when legacy and new TF32 settings are mixed).
+template <typename F>
+std::string json_flag(F get) {
+  try {
+    return static_cast<int>(get()) ? "true" : "false";
+  } catch (...) {
+    return "null";
+  }
+}
+
+// Whether cuBLAS may reduce in reduced precision: a bool in older torch, an
+// option whose first value allows it in newer ones.
+template <typename F>
+std::string json_reduction_flag(F get) {
+  try {
+    const auto v = get();
+    if constexpr (std::is_same_v<std::decay_t<decltype(v)>, bool>) {
+      return v ? "true" : "false";
+    } else {
+      return static_cast<int>(v) == 0 ? "true" : "false";
+    }
+  } catch (...) {
+    return "null";
+  }
+}
+
+std::string matmul_precision_name() {
+  try {
+    switch (at::globalContext().float32MatmulPrecision()) {
+      case at::Float32MatmulPrecision::HIGHEST: return "highest";
+      case at::Float32MatmulPrecision::HIGH: return "high";
+      case at::Float32MatmulPrecision::MEDIUM: return "medium";
+    }
+  } catch (...) {
+  }
+  return "";
+}
+
+} // namespace
+
+std::string format_environment(const Where& where, const std::string& device) {
+  auto& ctx = at::globalContext();
+  std::string name = "cpu", capability;
+  if (device.rfind("cuda", 0) == 0) {
+    const size_t colon = device.find(':');
+    const int index = colon == std::string::npos ? 0 : std::atoi(device.c_str() + colon + 1);
+    const device::Facts f = device::facts_of(index);
+    name = f.name.empty() ? device : f.name;
+    capability = f.capability;
+  }
+  return "{\"event\": \"environment\", \"run\": " + std::to_string(where.run) +
+         ", \"rank\": " + std::to_string(where.rank) +
+         ", \"pid\": " + std::to_string(static_cast<int64_t>(getpid())) +
+         ", \"torch\": " + json_string(AOTI_DEBUG_PRINTER_TORCH_VERSION) + ", \"device\": " + json_string(name) +
+         ", \"capability\": " + json_string(capability) +
+         ", \"tf32_matmul\": " + json_flag([&] { return ctx.allowTF32CuBLAS(); }) +
+         ", \"tf32_cudnn\": " + json_flag([&] { return ctx.allowTF32CuDNN(); }) +
+         ", \"matmul_precision\": " + json_string(matmul_precision_name()) +
+         ", \"bf16_reduction\": " + json_reduction_flag([&] { return ctx.allowBF16ReductionCuBLAS(); }) +
+         ", \"fp16_reduction\": " + json_reduction_flag([&] { return ctx.allowFP16ReductionCuBLAS(); }) +
+         ", \"deterministic\": " + json_flag([&] { return ctx.deterministicAlgorithms(); }) + "}\n";
 }
 
 std::string json_where(const Where& w) {

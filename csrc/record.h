@@ -85,6 +85,14 @@ std::string format_scalar(const Where& where, const char* type, const std::strin
                           bool json);
 std::string format_launch(const Where& where, bool json);
 
+// The numerics settings a run was made in, as one JSON line: torch's
+// version, the device (`device` is a record's device string: "cpu",
+// "cuda:0"), and ATen's TF32, matmul-precision, reduced-precision reduction
+// and determinism flags. A dump holds one per run, before its first
+// snapshot, so `compare` and `diverge` judge by the run's settings, not by
+// those of the process that reads the dump.
+std::string format_environment(const Where& where, const std::string& device);
+
 // A kernel's tensor argument as it was at launch, kept while the printer
 // checks for CUDA errors after kernels: enough to say, once the context is
 // dead, what the kernel was given and whether it lay where it should.

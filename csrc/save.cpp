@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string_view>
 #include <thread>
@@ -217,9 +218,24 @@ void append_to_manifest(const std::string& dir, const std::string& line) {
   append_line(dir + "/manifest.jsonl", line);
 }
 
+// The run's environment record goes into a manifest before the run's first
+// snapshot there: once per directory, rank and run of this process.
+void note_environment(const std::string& dir, const TensorRecord& record) {
+  static std::mutex mu;
+  static std::set<std::string> noted;
+  const Where& w = record.where;
+  const std::string key = dir + '\0' + std::to_string(w.rank) + '\0' + std::to_string(w.run);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!noted.insert(key).second) return;
+  }
+  append_line(dir + "/manifest.jsonl", format_environment(w, record.device));
+}
+
 std::string save_snapshot(const std::string& dir, const TensorRecord& record,
                           const at::Tensor& host) {
   make_dir(dir);
+  note_environment(dir, record);
 
   // A view of a larger buffer would drag the whole buffer into the file;
   // save just the elements, in the view's shape.

@@ -1,6 +1,21 @@
 """Correct models of several architectures, each able to carry one planted
-bug: `planted(x)`, a custom op that is the identity in eager and whose
-Inductor lowering (registered by `wrong_lowering()`) computes 1.5x + 0.25.
+bug at a position. A planted bug is a custom op that eager computes right
+and that is wrong in the compiled model only:
+
+- "affine": `planted(x)`, the identity in eager, whose Inductor lowering
+  computes 1.5x + 0.25 (a gross error);
+- "tanh_gelu": `planted_gelu(x)`, the exact GELU in eager, lowered as the
+  tanh approximation (errors up to 4.7e-4, about 1e-4 of the value);
+- "gelu_constant": the same op lowered as the exact formula with 1/sqrt(2)
+  written 0.707 (errors near 4e-5 of the value);
+- "bf16_reduction": `planted_center(x)` = x - mean(x) over the last
+  dimension, lowered with the mean reduced from the input stored in
+  bfloat16 and kept in bfloat16 (about 1e-4 of the value);
+- "half_kernel": `planted_softsign(x)` = x / (1 + |x|), whose CPU kernel
+  is right and whose CUDA kernel computes in half precision (about 5e-4):
+  the compiled model calls the same kernel eager does, so only a reference
+  that does not trust the op's CUDA kernel finds it.
+
 No test was tuned to these models; a finding tool must stay silent on them
 and name the planted op's kernel when one is planted."""
 
@@ -22,29 +37,107 @@ def _(x):
     return torch.empty_like(x)
 
 
-@contextlib.contextmanager
-def wrong_lowering():
-    """Inductor computes planted(x) as 1.5x + 0.25 while this is active."""
+@torch.library.custom_op("adp_findings::planted_gelu", mutates_args=())
+def planted_gelu(x: torch.Tensor) -> torch.Tensor:
+    return F.gelu(x)
+
+
+@planted_gelu.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op("adp_findings::planted_center", mutates_args=())
+def planted_center(x: torch.Tensor) -> torch.Tensor:
+    return x - x.mean(dim=-1, keepdim=True)
+
+
+@planted_center.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op("adp_findings::planted_softsign", mutates_args=(), device_types="cpu")
+def planted_softsign(x: torch.Tensor) -> torch.Tensor:
+    return x / (1 + x.abs())
+
+
+@planted_softsign.register_kernel("cuda")
+def _(x):
+    h = x.half()
+    return (h / (1 + h.abs())).to(x.dtype)
+
+
+@planted_softsign.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+PLANTED_OPS = {
+    "affine": torch.ops.adp_findings.planted.default,
+    "tanh_gelu": torch.ops.adp_findings.planted_gelu.default,
+    "gelu_constant": torch.ops.adp_findings.planted_gelu.default,
+    "bf16_reduction": torch.ops.adp_findings.planted_center.default,
+    "half_kernel": torch.ops.adp_findings.planted_softsign.default,
+}
+
+
+def _wrong_lowering(kind: str):
     from torch._inductor import lowering
 
-    op = torch.ops.adp_findings.planted.default
-    aten = torch.ops.aten
-    lowering.register_lowering(op)(
-        lambda x: lowering.lowerings[aten.add.Tensor](lowering.lowerings[aten.mul.Tensor](x, 1.5),
-                                                      0.25))
+    L, aten, prims = lowering.lowerings, torch.ops.aten, torch.ops.prims
+    if kind == "affine":
+        return lambda x: L[aten.add.Tensor](L[aten.mul.Tensor](x, 1.5), 0.25)
+    if kind == "tanh_gelu":
+        def tanh_gelu(x):  # 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+            cube = L[aten.mul.Tensor](L[aten.mul.Tensor](x, x), x)
+            inner = L[aten.mul.Tensor](L[aten.add.Tensor](x, L[aten.mul.Tensor](cube, 0.044715)),
+                                       0.7978845608028654)
+            return L[aten.mul.Tensor](L[aten.mul.Tensor](x, 0.5),
+                                      L[aten.add.Tensor](L[aten.tanh.default](inner), 1.0))
+        return tanh_gelu
+    if kind == "gelu_constant":
+        return lambda x: L[aten.mul.Tensor](
+            L[aten.mul.Tensor](x, 0.5),
+            L[aten.add.Tensor](L[aten.erf.default](L[aten.mul.Tensor](x, 0.707)), 1.0))
+
+    if kind == "bf16_reduction":
+        def center(x):
+            low = L[prims.convert_element_type.default](x, torch.bfloat16)
+            low.realize()  # stored as bfloat16: no fusion may keep it in float
+            mean = L[aten.mean.dim](low, [-1], True)
+            return L[aten.sub.Tensor](x, L[prims.convert_element_type.default](mean, x.get_dtype()))
+        return center
+    raise KeyError(kind)
+
+
+@contextlib.contextmanager
+def wrong_lowering(kind: str = "affine"):
+    """Inductor lowers the planted op of `kind` wrong while this is active
+    ("half_kernel" needs nothing: its CUDA kernel is the bug)."""
+    from torch._inductor import lowering
+
+    op = PLANTED_OPS[kind]
+    if kind != "half_kernel":
+        lowering.register_lowering(op)(_wrong_lowering(kind))
     try:
-        yield
+        # Inductor's caches key on the graph, not on the lowerings: a graph
+        # compiled before with the right lowering would come back right.
+        with torch._inductor.config.patch(force_disable_caches=True):
+            yield
     finally:
-        lowering.lowerings.pop(op, None)
+        if kind != "half_kernel":
+            lowering.lowerings.pop(op, None)
 
 
 class _Plantable(torch.nn.Module):
     def __init__(self, plant_at: int | None) -> None:
         super().__init__()
         self.plant_at = plant_at
+        self.plant_kind = "affine"
 
     def maybe_plant(self, position: int, x):
-        return planted(x) if position == self.plant_at else x
+        return PLANTED_OPS[self.plant_kind](x) if position == self.plant_at else x
 
 
 class PostLNResidualMLP(_Plantable):
@@ -150,11 +243,65 @@ class ReuseChain(torch.nn.Module):
         return x
 
 
-def build(name: str, plant_at: int | None = None, device: str = "cpu"):
+class _Activation(torch.nn.Module):
+    """Where a transformers layer's activation was: the planted GELU."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__()
+        self.op = PLANTED_OPS[kind]
+
+    def forward(self, x):
+        return self.op(x)
+
+
+class LastHiddenState(torch.nn.Module):
+    """A transformers model's last hidden state, as a plain tensor."""
+
+    def __init__(self, model) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids):
+        return self.model(input_ids=input_ids).last_hidden_state
+
+
+def transformers_model(name: str, plant_at: int | None = None, kind: str = "tanh_gelu",
+                       plain_output: bool = True):
+    """(model, inputs): a 4-layer GPT-2 or BERT from transformers, random
+    weights; with `plant_at`, that layer's activation is the planted GELU."""
+    import transformers
+
+    if name == "gpt2":
+        config = transformers.GPT2Config(n_layer=4, n_embd=64, n_head=4, n_positions=64,
+                                         vocab_size=512, attn_implementation="eager")
+        model = transformers.GPT2Model(config)
+        layers = [block.mlp for block in model.h]
+    else:
+        config = transformers.BertConfig(num_hidden_layers=4, hidden_size=64, num_attention_heads=4,
+                                         intermediate_size=128, vocab_size=512,
+                                         max_position_embeddings=64, attn_implementation="eager")
+        model = transformers.BertModel(config, add_pooling_layer=False)
+        layers = [layer.intermediate for layer in model.encoder.layer]
+    if plant_at is not None:
+        target = layers[plant_at]
+        if hasattr(target, "act"):
+            target.act = _Activation(kind)
+        else:
+            target.intermediate_act_fn = _Activation(kind)
+    inputs = (torch.randint(0, 512, (2, 16)),)
+    return (LastHiddenState(model) if plain_output else model), inputs
+
+
+def build(name: str, plant_at: int | None = None, device: str = "cpu", kind: str = "affine"):
     """(model, example inputs, dynamic_shapes) with fixed weights."""
     torch.manual_seed(0)
     dynamic = None
-    if name == "post_ln_mlp":
+    dtype = None
+    if name.endswith(("_bf16", "_fp16")):
+        name, dtype = name[:-5], torch.bfloat16 if name.endswith("_bf16") else torch.float16
+    if name in ("gpt2", "bert"):
+        model, inputs = transformers_model(name, plant_at, kind)
+    elif name == "post_ln_mlp":
         model, inputs = PostLNResidualMLP(plant_at), (torch.randn(6, 32),)
     elif name == "pre_ln_transformer":
         model, inputs = PreLNTransformer(plant_at), (torch.randn(2, 8, 32),)
@@ -169,11 +316,45 @@ def build(name: str, plant_at: int | None = None, device: str = "cpu"):
         model, inputs = ReuseChain(), (torch.randn(7, 16),)
     else:
         raise KeyError(name)
-    return model.eval().to(device), tuple(t.to(device) for t in inputs), dynamic
+    if isinstance(model, _Plantable):
+        model.plant_kind = kind
+    model = model.eval().to(device)
+    inputs = tuple(t.to(device) for t in inputs)
+    if dtype is not None:
+        model = model.to(dtype)
+        inputs = tuple(t.to(dtype) if t.is_floating_point() else t for t in inputs)
+    return model, inputs, dynamic
+
+
+@contextlib.contextmanager
+def numerics(setting: str):
+    """A numerics setting users have on, for a compile and its run:
+    "matmul_high" (float32_matmul_precision "high": TF32 matmuls on CUDA)
+    or "cudnn_tf32" (cuDNN's TF32 convolutions, on by default)."""
+    matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
+    saved = torch.get_float32_matmul_precision(), matmul.allow_tf32, cudnn.allow_tf32
+    if setting == "matmul_high":
+        torch.set_float32_matmul_precision("high")
+    elif setting == "cudnn_tf32":
+        cudnn.allow_tf32 = True
+    else:
+        raise KeyError(setting)
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(saved[0])
+        matmul.allow_tf32, cudnn.allow_tf32 = saved[1], saved[2]
 
 
 CORRECT = ("post_ln_mlp", "pre_ln_transformer", "conv_bn", "dynamic_batch", "inplace_views",
-           "reuse_chain")
-# (model, position): the planted op at several places in several models.
-PLANTED = (("post_ln_mlp", 0), ("post_ln_mlp", 3), ("pre_ln_transformer", 1),
-           ("conv_bn", 1), ("inplace_views", 0))
+           "reuse_chain", "post_ln_mlp_bf16", "pre_ln_transformer_fp16", "gpt2", "bert")
+# (model, position, kind): each planted bug at several places in several models.
+PLANTED = (("post_ln_mlp", 0, "affine"), ("post_ln_mlp", 3, "affine"),
+           ("pre_ln_transformer", 1, "affine"), ("conv_bn", 1, "affine"),
+           ("inplace_views", 0, "affine"),
+           ("post_ln_mlp", 1, "tanh_gelu"), ("pre_ln_transformer", 3, "tanh_gelu"),
+           ("conv_bn", 0, "tanh_gelu"),
+           ("post_ln_mlp", 2, "gelu_constant"), ("gpt2", 2, "gelu_constant"),
+           ("post_ln_mlp", 0, "bf16_reduction"), ("pre_ln_transformer", 2, "bf16_reduction"))
+# Bugs only a CUDA run has: the op's CUDA kernel.
+PLANTED_CUDA = (("post_ln_mlp", 1, "half_kernel"), ("pre_ln_transformer", 0, "half_kernel"))

@@ -59,10 +59,11 @@ def test_compare_finds_the_first_kernel_that_diverges(level1_dump, tmp_path):
     assert diff.returncode == 1
     first = re.search(r"FIRST DIVERGENCE: node (\S+): A (\S+) \(launch \d+\) (\S+) vs", diff.stdout)
     assert first and first.groups() == (target["node"], target["kernel"], target["arg"]), diff.stdout
-    assert re.search(r"max abs err 1\b", diff.stdout)
+    assert re.search(r"largest absolute 1\b", diff.stdout)
     c = aoti_debug_printer.compare(a, b)
-    assert c.first.a.raw["kernel"] == target["kernel"] and c.first.mismatches == 1
-    assert "mean" in c.first.moved
+    assert c.first.a.raw["kernel"] == target["kernel"] and c.first.max_abs == pytest.approx(1.0)
+    # Introduced there: what its kernel read matched.
+    assert c.first.inputs_rms < c.first.bar_rms < c.first.rel_rms
 
 
 def test_compare_reports_records_on_one_side_only(level1_dump, tmp_path):
@@ -156,7 +157,7 @@ def test_first_divergence_from_eager_names_the_wrong_kernel(wrong_lowering, tmp_
     assert kernel.startswith("cpp_fused_") and "tanh" in kernel, kernel
     # The mm before it matched eager.
     assert any(m.record.raw["kernel"] == "aoti_torch_cpu_mm_out" and not m.diverged for m in d.matches)
-    assert d.first.max_abs > 0.01
+    assert d.first.own.value.max > 0.01 and d.first.own.diverged
 
 
 def test_first_divergence_from_eager_finds_none_in_a_correct_model(tmp_path):

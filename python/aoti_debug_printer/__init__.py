@@ -89,17 +89,17 @@ def report(dump, output="aoti-debug-report.html"):
     return write_report(dump, output)
 
 
-def first_divergence_from_eager(program, inputs=None, dump=None, float64: bool = False,
-                                rtol: float | None = None, atol: float | None = None):
-    """Compiles an exported program at level 1, runs it, and matches each
-    value a kernel wrote against eager execution of the same program; see
-    `aoti-debug diverge`. `inputs`: a tuple of positional inputs or an
-    (args, kwargs) pair, default the program's example inputs. Leaves the
+def first_divergence_from_eager(program, inputs=None, dump=None, imports=(), progress=False):
+    """Compiles an exported program at level 1, runs it, and judges each
+    value a kernel wrote against a float64 truth, beside a benchmark in the
+    run's own dtypes and numerics settings; see `aoti-debug diverge` and
+    docs/accuracy.md. `inputs`: a tuple of positional inputs or an (args,
+    kwargs) pair, default the program's example inputs. Leaves the
     installation and every option as it found them. Returns a Divergence
-    (.first, .matches, .unmatched, .coverage())."""
+    (.first, .drift, .matches, .unmatched, .coverage())."""
     from ._diverge import first_divergence_from_eager as _diverge
 
-    return _diverge(program, inputs, dump=dump, float64=float64, rtol=rtol, atol=atol)
+    return _diverge(program, inputs, dump=dump, imports=tuple(imports), progress=progress)
 
 
 def library_path() -> str:

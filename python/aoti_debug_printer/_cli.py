@@ -2,7 +2,7 @@
 
     aoti-debug compare A B [--rtol R] [--atol A] [--top N] [--strict]
     aoti-debug report DUMP [-o report.html]
-    aoti-debug diverge PROGRAM.pt2 [--import MODULE]... [--inputs FILE] [--dump DUMP] [--float64]
+    aoti-debug diverge PROGRAM.pt2 [--import MODULE]... [--inputs FILE] [--dump DUMP] [--quiet]
 """
 
 from __future__ import annotations
@@ -42,8 +42,7 @@ def _diverge(args) -> int:
 
     inputs = load_inputs(args.inputs) if args.inputs else None
     result = first_divergence_from_eager(args.program, inputs, dump=args.dump,
-                                         float64=args.float64, rtol=args.rtol, atol=args.atol,
-                                         imports=tuple(args.imports))
+                                         imports=tuple(args.imports), progress=not args.quiet)
     sys.stdout.write(format_divergence(result))
     return 1 if result.first is not None else 0
 
@@ -77,9 +76,7 @@ def main(argv: list[str] | None = None) -> int:
                    "(args, kwargs) pair, to run instead of the program's example inputs")
     p.add_argument("--dump", help="instead of compiling: a level-1 dump of one run of the model "
                    "compiled from PROGRAM, on the same inputs")
-    p.add_argument("--float64", action="store_true", help="run the eager reference in float64")
-    p.add_argument("--rtol", type=float)
-    p.add_argument("--atol", type=float)
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.set_defaults(run=_diverge)
 
     args = parser.parse_args(argv)

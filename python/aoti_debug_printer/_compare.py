@@ -1,6 +1,13 @@
-"""Comparing two dumps: the first kernel whose outputs diverge, and the
-worst offenders. Level-1 dumps compare element by element; records without
-files compare by their statistics."""
+"""Comparing two dumps: the first value where an error is introduced, and
+the worst offenders.
+
+Two runs of one program (two compiles, two devices, two torch versions)
+differ everywhere a little. A value is named where its difference jumps
+beyond what the differences of the values its kernel read explain
+(_numerics: K_JUMP times theirs, plus the noise two correct runs show in
+its dtype and in the environments the runs recorded), not where the drift
+accumulated from earlier values crosses a line. Level-1 dumps compare
+element by element; records without files compare by their statistics."""
 
 from __future__ import annotations
 
@@ -9,20 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ._dumps import Dump, Record, load_dump, reason_kind
+from ._numerics import (K_JUMP, K_MAX, Environment, cross_floor, difference,
+                        format_environments)
 
-# (rtol, atol) per dtype, close to torch.testing's defaults; integers and
-# bool must match exactly.
-TOLERANCES = {
-    "float16": (1e-3, 1e-5),
-    "bfloat16": (1.6e-2, 1e-5),
-    "float32": (1.3e-6, 1e-5),
-    "float64": (1e-7, 1e-7),
-    "complex32": (1e-3, 1e-5),
-    "complex64": (1.3e-6, 1e-5),
-    "complex128": (1e-7, 1e-7),
-}
-FLOAT8 = (1.25e-1, 1e-3)
-EXACT = (0.0, 0.0)
 # Which phases hold a kernel's results; before_launch holds its inputs (and
 # whatever memory its outputs had), which another compile may not share.
 COMPARED_PHASES = ("after_launch", "model_input")
@@ -30,39 +26,42 @@ STATS = ("min", "max", "mean", "std", "absmax")
 COUNTS = ("nan", "pos_inf", "neg_inf", "finite")
 
 
-# float32 values computed on a GPU with TF32 on (cuDNN's convolutions by
-# default, matmuls when allowed): two correct algorithms differ by about
-# TF32's precision, so float32's tolerance would raise false alarms.
-TF32 = (5e-3, 5e-3)
-
-
-def tf32_in_use() -> bool:
-    import torch
-
-    return bool(torch.backends.cudnn.allow_tf32 or torch.backends.cuda.matmul.allow_tf32)
-
-
-def tolerance(dtype: str, rtol: float | None, atol: float | None,
-              device: str = "cpu") -> tuple[float, float]:
-    default = TOLERANCES.get(dtype) or (FLOAT8 if dtype.startswith("float8") else EXACT)
-    if dtype == "float32" and device.startswith("cuda") and tf32_in_use():
-        default = TF32
-    return (default[0] if rtol is None else rtol, default[1] if atol is None else atol)
-
-
 @dataclass
 class Difference:
     a: Record
     b: Record
+    # B against A, relative to A's scale (RMS, largest magnitude).
+    rel_rms: float = 0.0
+    rel_max: float = 0.0
     max_abs: float = 0.0
-    max_rel: float = 0.0
-    mismatches: int = 0  # elements (files) or statistics (records) beyond tolerance
+    # The same of the values its kernel read (in A), the largest of them.
+    inputs_rms: float = 0.0
+    inputs_max: float = 0.0
+    bar_rms: float = 0.0
+    bar_max: float = 0.0
+    mismatches: int = 0  # non-finite where the other is finite; or statistics that moved
     moved: list[str] = field(default_factory=list)  # statistics that moved
     problem: str = ""  # shape or dtype differ
+    # With an explicit tolerance: elements beyond it.
+    beyond_tolerance: int = 0
+    explicit: bool = False
 
     @property
     def diverged(self) -> bool:
-        return bool(self.problem) or self.mismatches > 0
+        """An error introduced here (or, with an explicit tolerance, any
+        element beyond it)."""
+        if self.problem or self.mismatches:
+            return True
+        if self.explicit:
+            return self.beyond_tolerance > 0
+        return self.rel_rms > self.bar_rms or self.rel_max > self.bar_max
+
+    @property
+    def ratio(self) -> float:
+        if self.problem or self.mismatches:
+            return math.inf
+        return max(self.rel_rms / self.bar_rms if self.bar_rms else 0.0,
+                   self.rel_max / self.bar_max if self.bar_max else 0.0)
 
 
 @dataclass
@@ -77,6 +76,8 @@ class Comparison:
     matched_by: str = "kernel"
     # Values kernels wrote that hold no single node, by reason (node matching).
     not_comparable: dict[str, list[Record]] = field(default_factory=dict)
+    env_a: Environment | None = None
+    env_b: Environment | None = None
 
     @property
     def diverged(self) -> list[Difference]:
@@ -84,11 +85,11 @@ class Comparison:
 
     @property
     def first(self) -> Difference | None:
-        """The first divergence in launch order (of dump A)."""
+        """The first value, in launch order (of dump A), where an error is introduced."""
         return self.diverged[0] if self.diverged else None
 
     def worst(self, n: int = 10) -> list[Difference]:
-        return sorted(self.diverged, key=lambda d: (bool(d.problem), d.max_rel, d.max_abs),
+        return sorted(self.diverged, key=lambda d: (bool(d.problem), d.ratio, d.rel_rms),
                       reverse=True)[:n]
 
 
@@ -100,10 +101,8 @@ def _close(x, y, rtol: float, atol: float) -> bool:
     return abs(x - y) <= atol + rtol * abs(y)
 
 
-def _compare_stats(d: Difference, rtol: float, atol: float, sa: dict | None = None,
-                   sb: dict | None = None) -> None:
-    sa = (d.a.stats or {}) if sa is None else sa
-    sb = (d.b.stats or {}) if sb is None else sb
+def _compare_stats(d: Difference, rtol: float, atol: float) -> None:
+    sa, sb = d.a.stats or {}, d.b.stats or {}
     for key in COUNTS:
         if sa.get(key) != sb.get(key):
             d.moved.append(key)
@@ -113,28 +112,14 @@ def _compare_stats(d: Difference, rtol: float, atol: float, sa: dict | None = No
             d.moved.append(key)
         if x is not None and y is not None and not (math.isnan(x) or math.isnan(y)):
             d.max_abs = max(d.max_abs, abs(x - y))
-            d.max_rel = max(d.max_rel, abs(x - y) / max(abs(y), 1e-30))
+            d.rel_max = max(d.rel_max, abs(x - y) / max(abs(x), 1e-30))
     d.mismatches = len(d.moved)
 
 
-def element_errors(got, want, rtol: float, atol: float) -> tuple[float, float, int]:
-    """Max absolute and relative error over finite differences, and how many
-    elements are beyond tolerance (NaN matches NaN), of `got` against `want`."""
+def _compare_tensors(d: Difference, ta, tb, reshape: bool, rtol: float | None,
+                     atol: float | None) -> None:
     import torch
 
-    wide = torch.complex128 if got.dtype.is_complex or want.dtype.is_complex else torch.float64
-    x, y = got.detach().cpu().to(wide), want.detach().cpu().to(wide)
-    mismatches = int((~torch.isclose(x, y, rtol=rtol, atol=atol, equal_nan=True)).sum())
-    diff = (x - y).abs()
-    finite = torch.isfinite(diff)
-    if not finite.any():
-        return 0.0, 0.0, mismatches
-    return (float(diff[finite].max()),
-            float((diff[finite] / y.abs()[finite].clamp_min(1e-30)).max()), mismatches)
-
-
-def _compare_tensors(d: Difference, ta, tb, rtol: float, atol: float,
-                     reshape: bool = False) -> None:
     if reshape and ta.numel() == tb.numel() and ta.dtype == tb.dtype:
         # One node's value, kept by two compiles in buffers of other shapes
         # (reached through a reshape): the same elements in the same order.
@@ -142,11 +127,18 @@ def _compare_tensors(d: Difference, ta, tb, rtol: float, atol: float,
     if ta.shape != tb.shape or ta.dtype != tb.dtype:
         d.problem = f"{ta.dtype} {list(ta.shape)} vs {tb.dtype} {list(tb.shape)}"
         return
-    # Which statistics moved, for the table: of the saved tensors themselves.
-    from ._options import shim
-
-    _compare_stats(d, rtol, atol, shim().stats(ta, "host"), shim().stats(tb, "host"))
-    d.max_abs, d.max_rel, d.mismatches = element_errors(ta, tb, rtol, atol)
+    diff = difference(ta, tb)
+    d.rel_rms, d.rel_max, d.mismatches = diff.rel_rms, diff.rel_max, diff.bad
+    if ta.numel():
+        wide = torch.complex128 if ta.dtype.is_complex else torch.float64
+        delta = (tb.to(wide) - ta.to(wide)).abs()
+        finite = torch.isfinite(delta)
+        d.max_abs = float(delta[finite].max()) if finite.any() else 0.0
+    if rtol is not None or atol is not None:
+        d.explicit = True
+        wide = torch.complex128 if ta.dtype.is_complex else torch.float64
+        d.beyond_tolerance = int((~torch.isclose(tb.to(wide), ta.to(wide), rtol=rtol or 0.0,
+                                                 atol=atol or 0.0, equal_nan=True)).sum())
 
 
 def _node_keyed(dump: Dump) -> tuple[dict[tuple, Record], dict[str, list[Record]]]:
@@ -171,12 +163,29 @@ def _node_keyed(dump: Dump) -> tuple[dict[tuple, Record], dict[str, list[Record]
     return keyed, unkeyed
 
 
+def _inputs_of(dump: Dump) -> dict[tuple, set[tuple]]:
+    """(rank, run, launch) -> what that launch read: the nodes its read
+    arguments held before it, and the model inputs, as _node_keyed's `what`."""
+    model_inputs = {r.raw["arg"] for r in dump.records if r.raw["phase"] == "model_input"}
+    reads: dict[tuple, set[tuple]] = {}
+    for r in dump.records:
+        if r.raw["phase"] != "before_launch" or r.raw.get("role") not in ("read", "read_write"):
+            continue
+        key = (r.raw.get("rank", -1), r.run, r.raw["launch"])
+        if r.node:
+            reads.setdefault(key, set()).add(("node", r.node))
+        elif r.raw["arg"] in model_inputs:
+            reads.setdefault(key, set()).add(("input", r.raw["arg"]))
+    return reads
+
+
 def compare(a: str | Path | Dump, b: str | Path | Dump, rtol: float | None = None,
             atol: float | None = None) -> Comparison:
     """Compares dump B against dump A (the reference order). Dumps that
     both say what their buffers hold are matched by node, so two compiles
     (other configs, devices or torch versions) compare; older dumps by
-    kernel, argument and call."""
+    kernel, argument and call. With rtol or atol, every element beyond that
+    tolerance counts, as torch.isclose has it, instead of the criterion."""
     da = a if isinstance(a, Dump) else load_dump(a)
     db = b if isinstance(b, Dump) else load_dump(b)
     by_node = da.has_provenance and db.has_provenance
@@ -190,28 +199,45 @@ def compare(a: str | Path | Dump, b: str | Path | Dump, rtol: float | None = Non
                 in_a.setdefault(r.key, r)
         in_b = {r.key: r for r in db.records if r.raw["phase"] in COMPARED_PHASES}
         not_comparable = {}
-    compared, only_a = [], []
+    env_a, env_b = da.environment(0), db.environment(0)
+    reads = _inputs_of(da) if by_node else {}
+    compared: list[Difference] = []
+    only_a: list[Record] = []
+    seen: dict[tuple, Difference] = {}  # (rank, run, what) -> its first difference
     for key, ra in in_a.items():
         rb = in_b.get(key)
         if rb is None:
             only_a.append(ra)
             continue
         d = Difference(ra, rb)
-        device = "cuda" if "cuda" in (ra.raw.get("device", "") + rb.raw.get("device", "")) else "cpu"
-        r, t = tolerance(ra.raw.get("dtype", ""), rtol, atol, device)
+        dtype = ra.raw.get("dtype", "")
+        floor = cross_floor(dtype, (ra.raw["kernel"], rb.raw["kernel"]), (env_a, env_b))
         same_meta = (ra.raw.get("dtype") == rb.raw.get("dtype")
                      and ra.raw.get("shape") == rb.raw.get("shape"))
         if ra.path is not None and rb.path is not None and (same_meta or by_node):
-            _compare_tensors(d, ra.load(), rb.load(), r, t, reshape=by_node)
+            _compare_tensors(d, ra.load(), rb.load(), by_node, rtol, atol)
         elif not same_meta:
             d.problem = (f"{rb.raw.get('dtype')} {rb.raw.get('shape')} where A has "
                          f"{ra.raw.get('dtype')} {ra.raw.get('shape')}")
         else:
-            _compare_stats(d, r, t)
+            _compare_stats(d, rtol if rtol is not None else K_MAX * floor,
+                           atol if atol is not None else K_MAX * floor)
+        # What its inputs carried in: the largest difference of the values
+        # its kernel read, where both dumps hold them.
+        rank, run = key[0], key[1]
+        for what in reads.get((rank, run, ra.raw["launch"]), ()):
+            held = seen.get((rank, run, what))
+            if held is not None and held is not d:
+                d.inputs_rms = max(d.inputs_rms, held.rel_rms)
+                d.inputs_max = max(d.inputs_max, held.rel_max)
+        d.bar_rms = K_JUMP * d.inputs_rms + floor
+        d.bar_max = K_JUMP * d.inputs_max + K_MAX * floor
+        if by_node:
+            seen.setdefault((rank, run, key[2]), d)
         compared.append(d)
     only_b = [rb for key, rb in in_b.items() if key not in in_a]
     return Comparison(da.source, db.source, compared, only_a, only_b,
-                      "node" if by_node else "kernel", not_comparable)
+                      "node" if by_node else "kernel", not_comparable, env_a, env_b)
 
 
 def _where(r: Record) -> str:
@@ -227,28 +253,35 @@ def _what(d: Difference, by_node: bool) -> str:
     return (f"node {a.node}: A {_where(a)} {a.raw['arg']} vs B {_where(b)} {b.raw['arg']}")
 
 
+def _ratio(d: Difference) -> str:
+    r = d.ratio
+    return "inf" if r == math.inf else f"{r:.3g}"
+
+
 def format_comparison(c: Comparison, top: int = 10) -> str:
     by_node = c.matched_by == "node"
     unmatched = sum(len(v) for v in c.not_comparable.values())
-    lines = [f"A: {c.a}", f"B: {c.b}",
-             f"matched by {'node (what buffers hold)' if by_node else 'kernel, argument and call'}"
-             f"; compared {len(c.compared)} values; {len(c.diverged)} diverge; "
-             f"{len(c.only_a)} only in A, {len(c.only_b)} only in B"
-             + (f"; {unmatched} written values hold no single node" if by_node else "")]
+    lines = [f"A: {c.a}", f"B: {c.b}"]
+    if c.env_a is not None or c.env_b is not None:
+        lines.append("numerics environments (! where they differ):")
+        lines.extend(format_environments([("A", c.env_a), ("B", c.env_b)]))
+    lines.append(f"matched by {'node (what buffers hold)' if by_node else 'kernel, argument and call'}"
+                 f"; compared {len(c.compared)} values; {len(c.diverged)} diverge; "
+                 f"{len(c.only_a)} only in A, {len(c.only_b)} only in B"
+                 + (f"; {unmatched} written values hold no single node" if by_node else ""))
     first = c.first
     if first is None:
-        lines.append("no divergence beyond tolerance")
+        lines.append("no divergence: no value's difference goes beyond what its inputs and the "
+                     "runs' numerics explain")
     else:
         lines.append(f"FIRST DIVERGENCE: {_what(first, by_node)}")
-        lines.append("  " + (first.problem or
-                             f"max abs err {first.max_abs:.6g}, max rel err {first.max_rel:.6g}, "
-                             f"{first.mismatches} mismatches, moved: {', '.join(first.moved) or '-'}"))
+        lines.append("  " + (first.problem or _explain(first)))
     if c.diverged:
         lines.append("")
-        lines.append(f"{'worst offenders':<72}{'max abs':>12}{'max rel':>12}{'mismatch':>10}  moved")
+        lines.append(f"{'worst offenders':<72}{'rel RMS':>10}{'inputs':>10}{'x bar':>8}  moved")
         for d in c.worst(top):
-            lines.append(f"{_what(d, by_node)[:71]:<72}{d.max_abs:>12.4g}{d.max_rel:>12.4g}"
-                         f"{d.mismatches:>10}  {d.problem or ', '.join(d.moved)}")
+            lines.append(f"{_what(d, by_node)[:71]:<72}{d.rel_rms:>10.3g}{d.inputs_rms:>10.3g}"
+                         f"{_ratio(d):>8}  {d.problem or ', '.join(d.moved)}")
     for side, recs in (("A", c.only_a), ("B", c.only_b)):
         for r in recs:
             what = f"node {r.node} = {r.label}" if by_node and r.node else r.label
@@ -256,3 +289,16 @@ def format_comparison(c: Comparison, top: int = 10) -> str:
     for why, recs in sorted(c.not_comparable.items(), key=lambda kv: -len(kv[1])):
         lines.append(f"not comparable ({len(recs)}): {why}")
     return "\n".join(lines) + "\n"
+
+
+def _explain(d: Difference) -> str:
+    if d.explicit:
+        return (f"{d.beyond_tolerance} elements beyond the given tolerance; largest difference "
+                f"{d.max_abs:.6g}")
+    text = (f"relative RMS difference {d.rel_rms:.3g} where the values its kernel read differ "
+            f"by {d.inputs_rms:.3g} (bar {d.bar_rms:.3g}); largest {d.rel_max:.3g} "
+            f"(bar {d.bar_max:.3g}); largest absolute {d.max_abs:.6g}")
+    if d.mismatches:
+        text += f"; {d.mismatches} " + ("statistics moved" if d.moved else
+                                          "elements non-finite on one side only")
+    return text

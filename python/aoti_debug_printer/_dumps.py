@@ -72,6 +72,19 @@ class Dump:
     source: Path
     records: list[Record] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)  # launch, trap, cuda_error, ...
+    # (rank, run) -> the environment record of that run (level 1, this
+    # version on): the numerics settings it ran in.
+    environments: dict[tuple[int, int], dict[str, Any]] = field(default_factory=dict)
+
+    def environment(self, run: int = 0, rank: int | None = None):
+        """The numerics Environment of one run, None where the dump does not
+        record it."""
+        from ._numerics import Environment
+
+        for (r, n), raw in self.environments.items():
+            if n == run and (rank is None or r == rank):
+                return Environment.from_record(raw)
+        return None
 
     def by_key(self) -> dict[tuple, Record]:
         return {r.key: r for r in self.records}
@@ -117,7 +130,7 @@ def load_dump(source: str | Path) -> Dump:
             raise ValueError(f"{source}:{n}: not a record of aoti-debug-printer")
         if raw.get("event") == "tensor" and not {"phase", "kernel", "arg", "call"} <= raw.keys():
             raise ValueError(f"{source}:{n}: a tensor record without phase, kernel, arg or call")
-        if raw.get("event") != "tensor":
+        if raw.get("event") not in ("tensor", "environment"):
             dump.events.append(raw)
             continue
         # Runs numbered per process and rank in order of appearance, so the
@@ -128,6 +141,9 @@ def load_dump(source: str | Path) -> Dump:
             runs[run_id] = per_rank.get(rank, 0)
             per_rank[rank] = runs[run_id] + 1
         run = runs[run_id]
+        if raw["event"] == "environment":
+            dump.environments.setdefault((rank, run), raw)
+            continue
         path = base / raw["file"] if "file" in raw else None
         dump.records.append(Record(raw, run, path))
     return dump
