@@ -9,8 +9,8 @@ and that is wrong in the compiled model only:
 - "gelu_constant": the same op lowered as the exact formula with 1/sqrt(2)
   written 0.707 (errors near 4e-5 of the value);
 - "bf16_reduction": `planted_center(x)` = x - mean(x) over the last
-  dimension, lowered with the mean reduced from the input stored in
-  bfloat16 and kept in bfloat16 (about 1e-4 of the value);
+  dimension, lowered with the mean reduced in bfloat16: from the input
+  rounded to bfloat16, to a bfloat16 result (about 1e-3 of the value);
 - "half_kernel": `planted_softsign(x)` = x / (1 + |x|), whose CPU kernel
   is right and whose CUDA kernel computes in half precision (about 5e-4):
   the compiled model calls the same kernel eager does, so only a reference
@@ -103,9 +103,16 @@ def _wrong_lowering(kind: str):
 
     if kind == "bf16_reduction":
         def center(x):
+            # The mean as a bfloat16 matrix product with a column of 1/n: its
+            # input and result stored in bfloat16 (an extern kernel's buffers,
+            # which no fusion keeps in float), where eager rounds only once.
+            n = int(x.get_size()[-1])
             low = L[prims.convert_element_type.default](x, torch.bfloat16)
-            low.realize()  # stored as bfloat16: no fusion may keep it in float
-            mean = L[aten.mean.dim](low, [-1], True)
+            rows = L[aten.reshape.default](low, [-1, n])
+            column = L[aten.full.default]([n, 1], 1.0 / n, dtype=torch.bfloat16,
+                                          device=x.get_device())
+            mean = L[aten.reshape.default](L[aten.mm.default](rows, column),
+                                           [*x.get_size()[:-1], 1])
             return L[aten.sub.Tensor](x, L[prims.convert_element_type.default](mean, x.get_dtype()))
         return center
     raise KeyError(kind)

@@ -101,31 +101,33 @@ def load_program(program):
     # vaguer; the reason goes into our one line, the traceback nowhere. A
     # program that loads keeps torch's warnings.
     reasons = _Collect()
-    torch_log = logging.getLogger("torch")
-    torch_log.addHandler(reasons)
     export_log = logging.getLogger("torch.export")
-    propagate = export_log.propagate
-    export_log.propagate = False
-    export_log.addHandler(reasons)
+    saved = export_log.handlers, export_log.propagate, export_log.level
+    export_log.handlers, export_log.propagate = [reasons], False
+    export_log.setLevel(logging.WARNING)
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             program = torch.export.load(str(path))
     except Exception as e:  # noqa: BLE001 - any failure means: not a program we can load
-        why = first_line(e)
-        logged = reasons.first_error()
-        if logged and logged not in why:
-            why = f"{why}; torch logged: {logged}"
+        # torch's own reason: the one it logged where it raised something
+        # vaguer ("check the warnings above", which we kept off the screen).
+        why = reasons.first_error() or f"{type(e).__name__}: {first_line(e)}"
+        ops = sorted({f"{ns}::{name}" for ns, name in _CUSTOM_OP.findall(why)
+                      if ns not in ("aten", "prims")})
         hint = (f"; --import the module that registers {', '.join(missing)}" if missing else
+                f"; --import the module that registers {', '.join(ops)}" if ops else
                 "; if it calls custom ops, --import the module that registers them")
         raise ProgramError(f"{path} could not be loaded as an exported program ({why}){hint}") from None
     finally:
-        torch_log.removeHandler(reasons)
-        export_log.removeHandler(reasons)
-        export_log.propagate = propagate
+        export_log.handlers, export_log.propagate = saved[0], saved[1]
+        export_log.setLevel(saved[2])
     for w in caught:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     return program
+
+
+_CUSTOM_OP = re.compile(r"torch\.ops\.(\w+)\.(\w+)")
 
 
 class _Collect(logging.Handler):
@@ -137,12 +139,14 @@ class _Collect(logging.Handler):
         self.records.append(record)
 
     def first_error(self) -> str:
+        """The exception torch logged: its record's, or the last line of a
+        message that holds a formatted traceback."""
         for r in self.records:
-            text = r.getMessage().strip()
-            if not text and r.exc_info and r.exc_info[1] is not None:
-                text = first_line(r.exc_info[1])
-            if text:
-                return text.splitlines()[0]
+            if r.exc_info and r.exc_info[1] is not None:
+                return f"{type(r.exc_info[1]).__name__}: {first_line(r.exc_info[1])}"
+            lines = [line.strip() for line in r.getMessage().splitlines() if line.strip()]
+            if lines:
+                return lines[-1]
         return ""
 
 
@@ -443,7 +447,6 @@ def first_divergence_from_eager(program, inputs=None, dump=None,
             importlib.import_module(name)
         except Exception as e:  # noqa: BLE001 - the user's module: say which and why
             raise ProgramError(f"--import {name}: {type(e).__name__}: {e}") from None
-    steps.phase("loading the program")
     program = load_program(program)
     if inputs is None:
         if program.example_inputs is None:

@@ -59,8 +59,9 @@ CROSS_FLOOR = {
 # float32 under TF32 (10 mantissa bits): what kernels that multiply matrices
 # or convolve may differ by when either run allowed it.
 TF32_FLOOR = 4e-3
-# Kernels TF32 applies to, by the words Inductor and ATen name them with.
-TF32_KERNEL_WORDS = ("mm", "conv", "linear", "attention", "sdpa", "scaled_dot", "tem_fused")
+# Kernels that multiply matrices, by the words Inductor and ATen name them
+# with (cuDNN's convolutions are told by "conv").
+TF32_MATMUL_WORDS = ("mm", "linear", "attention", "sdpa", "scaled_dot", "tem_fused")
 
 
 def dtype_name(dtype) -> str:
@@ -188,10 +189,17 @@ def difference(a, b) -> Difference:
 
 def cross_floor(dtype: str, kernels: tuple[str, ...], envs: tuple[Environment | None, ...]) -> float:
     """The relative difference two correct runs may show in a value of
-    `dtype` written by `kernels`, in the environments they ran in."""
+    `dtype` written by `kernels`, in the environments they ran in: TF32's
+    where a GPU run allowed it for what these kernels do (matmuls, or
+    cuDNN's convolutions)."""
     base = CROSS_FLOOR.get(dtype, FLOOR_FLOAT8 if dtype.startswith("float8") else 0.0)
-    if dtype == "float32" and any(e is not None and e.tf32_anywhere for e in envs) and any(
-            w in k.lower() for k in kernels for w in TF32_KERNEL_WORDS):
+    if dtype != "float32":
+        return base
+    words = " ".join(kernels).lower()
+    gpu = [e for e in envs if e is not None and e.device not in ("", "cpu")]
+    convolves = "conv" in words
+    multiplies = any(w in words for w in TF32_MATMUL_WORDS)
+    if any((convolves and e.tf32_cudnn) or (multiplies and e.tf32_matmul_on) for e in gpu):
         return max(base, TF32_FLOOR)
     return base
 
@@ -213,8 +221,10 @@ class Environment:
     deterministic: bool | None = None
 
     @property
-    def tf32_anywhere(self) -> bool:
-        return bool(self.tf32_matmul or self.tf32_cudnn or self.matmul_precision in ("high", "medium"))
+    def tf32_matmul_on(self) -> bool:
+        """Whether float32 matmuls may use TF32 (the flag, or a matmul
+        precision below "highest")."""
+        return bool(self.tf32_matmul or self.matmul_precision in ("high", "medium"))
 
     @classmethod
     def from_record(cls, raw: dict[str, Any]) -> Environment:
