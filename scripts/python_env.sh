@@ -5,6 +5,8 @@
 #            environment of its own, .venv/torch-2.14.1, with that wheel of
 #            torch from the package index (a CUDA wheel on Linux x86_64).
 TORCH_RELEASE=${AOTI_DEBUG_PRINTER_TORCH:-2.13.0}
+# The release of transformers the tests build GPT-2 and BERT from.
+TRANSFORMERS_RELEASE=5.23.0
 if [ "$TORCH_RELEASE" != 2.13.0 ]; then
   venv=.venv/torch-$TORCH_RELEASE
   [ -x "$venv/bin/python" ] || python3 -m venv "$venv"

@@ -16,7 +16,8 @@ python - <<'PY' | xargs python -m pip install -q
 import tomllib
 print(*tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"])
 PY
-python -m pip install -q pytest
+# transformers: the GPT-2 and BERT architectures of the finding tools' tests.
+python -m pip install -q pytest "transformers==$TRANSFORMERS_RELEASE"
 
 if [ -n "${WITH_CATCH2:-}" ] && [ ! -f /usr/include/catch2/catch.hpp ]; then
   apt-get update -qq && apt-get install -y -qq catch2 >/dev/null

@@ -182,7 +182,7 @@ def test_custom_op_called_through_the_proxy_executor_is_recorded(package, record
     # Level 1 saves what the op made.
     run_on_device(1)
     manifest = [json.loads(line) for line in (dump_dir / "manifest.jsonl").read_text().splitlines()]
-    (saved,) = [r for r in manifest
+    (saved,) = [r for r in manifest if r["event"] == "tensor"
                 if r["kernel"] == "adp_models::scale_rows" and r["phase"] == "after_launch"
                 and r["arg"] == made]
     torch.testing.assert_close(torch.load(dump_dir / saved["file"], weights_only=True), made_by_op)
@@ -190,8 +190,11 @@ def test_custom_op_called_through_the_proxy_executor_is_recorded(package, record
 
 def test_level1_saves_loadable_snapshots(package, dump_dir):
     out = run(package("twice_mm", 1), "twice_mm", repeat=2)
-    manifest = [json.loads(line)
-                for line in (dump_dir / "manifest.jsonl").read_text().splitlines()]
+    lines = [json.loads(line) for line in (dump_dir / "manifest.jsonl").read_text().splitlines()]
+    # Each run's numerics environment, before its snapshots.
+    assert [r["run"] for r in lines if r["event"] == "environment"] == sorted(
+        {r["run"] for r in lines if r["event"] == "tensor"})
+    manifest = [r for r in lines if r["event"] == "tensor"]
     files = sorted(p.name for p in dump_dir.glob("*.pt"))
     # Outputs before launch hold leftover memory: a manifest line says so,
     # with no file and no statistics.

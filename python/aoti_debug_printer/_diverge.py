@@ -256,12 +256,26 @@ class Evaluation:
     def run(self, args: tuple, kwargs: dict, keep: set[str],
             substitutes: dict[str, Any] | None = None) -> dict[str, Any]:
         import torch
+        from torch.utils import _pytree as pytree
+
+        values: dict[str, Any] = {}
+        # The unlifted module takes the user's inputs flattened, in the
+        # order the program's input spec gives.
+        flat, _ = pytree.tree_flatten((tuple(args), dict(kwargs or {})))
+        flat = [self.adapt(x) for x in flat]
+        with torch.no_grad():
+            self.interpreter(self.module, keep, substitutes or {}, values).run(*flat)
+        return values
+
+    def interpreter(self, module, keep: set[str], substitutes: dict[str, Any],
+                    values: dict[str, Any]):
+        """An FX interpreter of `module` that adapts every value to this
+        evaluation, keeps `keep` and puts `substitutes` in place."""
+        import torch
         import torch.fx
         from torch.utils import _pytree as pytree
 
         evaluation = self
-        substitutes = substitutes or {}
-        values: dict[str, Any] = {}
 
         class Interpreter(torch.fx.Interpreter):
             def run_node(self, n):
@@ -281,17 +295,30 @@ class Evaluation:
                     result = evaluation.adapt(sub).reshape(result.shape).to(result.dtype).clone()
                 return result
 
-        # The unlifted module takes the user's inputs flattened, in the
-        # order the program's input spec gives.
-        flat, _ = pytree.tree_flatten((tuple(args), dict(kwargs or {})))
-        flat = [self.adapt(x) for x in flat]
-        with torch.no_grad():
-            Interpreter(self.module).run(*flat)
-        return values
+        return Interpreter(module)
+
+    def _subgraph(self, module):
+        """A submodule a higher-order op calls (a region under set_grad_enabled
+        or autocast), run by an interpreter of this evaluation: its dtype and
+        device arguments adapted too. Its values are not kept: its node names
+        are its own."""
+        def run(*args):
+            return self.interpreter(module, set(), {}, {}).run(*args)
+        return run
 
     def call(self, target, args, kwargs):
         import torch
+        import torch.fx
         from torch.utils import _pytree as pytree
+
+        if isinstance(target, torch._ops.HigherOrderOperator):
+            args = tuple(self._subgraph(a) if isinstance(a, torch.fx.GraphModule) else a
+                         for a in args)
+            if self.truth and target.__name__ == "wrap_with_autocast":
+                # The truth is computed in double: no autocast region lowers it.
+                body = next(i for i, a in enumerate(args) if callable(a))
+                return args[body](*args[body + 1:])
+            return target(*args, **kwargs)
 
         if self.truth or self.device.type == "cpu" or _namespace(target) in TRUSTED_NAMESPACES \
                 or not isinstance(target, torch._ops.OpOverload):

@@ -265,7 +265,9 @@ TEST_CASE("saved files round-trip through the pickler", "[aoti_torch_save_tensor
     CHECK(at::equal(back.to(at::kDouble), expected.to(at::kDouble)));
   }
   const std::string manifest = slurp(s.dump / "manifest.jsonl");
-  CHECK(std::count(manifest.begin(), manifest.end(), '\n') == 5);
+  // Five snapshots, after the run's environment record.
+  CHECK(std::count(manifest.begin(), manifest.end(), '\n') == 6);
+  CHECK(manifest.rfind("{\"event\": \"environment\", ", 0) == 0);
   CHECK(manifest.find("\"arg\": \"buf:0\"") != std::string::npos);
   CHECK(manifest.find("\"file\": \"") != std::string::npos);
 }

@@ -1,0 +1,93 @@
+"""What `diverge` costs on a decoder of about 1B parameters: a Llama-style
+config of transformers (random weights), one sequence of 512 tokens.
+
+    python bench/diverge_scale.py [--layers 16] [--hidden 2048] [--seq 512] [--dtype float32]
+
+Prints the wall time of each phase (compile at level 1, the run that saves
+what kernels write, the four evaluations and the judging), the peak host
+memory (RSS), the peak GPU memory, the dump's size on disk, the coverage and
+the verdict.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+import aoti_debug_printer
+from aoti_debug_printer._diverge import format_divergence
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--layers", type=int, default=16)
+    parser.add_argument("--hidden", type=int, default=2048)
+    parser.add_argument("--intermediate", type=int, default=5632)
+    parser.add_argument("--seq", type=int, default=512)
+    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    import transformers
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test"))
+    from finding_models import LastHiddenState
+
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        hidden_size=args.hidden, intermediate_size=args.intermediate,
+        num_hidden_layers=args.layers, num_attention_heads=args.hidden // 64,
+        num_key_value_heads=args.hidden // 256, vocab_size=32000,
+        max_position_embeddings=args.seq, attn_implementation="sdpa", use_cache=False)
+    dtype = getattr(torch, args.dtype)
+    model = LastHiddenState(transformers.LlamaModel(config)).eval().to(args.device, dtype)
+    params = sum(p.numel() for p in model.parameters())
+    inputs = (torch.randint(0, 32000, (1, args.seq), device=args.device),)
+    print(f"# torch {torch.__version__}, {args.device}"
+          + (f" ({torch.cuda.get_device_name()})" if args.device == "cuda" else "")
+          + f": Llama, {params / 1e9:.2f}B parameters, {args.layers} layers, "
+          f"sequence {args.seq}, {args.dtype}", flush=True)
+    start = time.monotonic()
+    program = torch.export.export(model, inputs)
+    print(f"export: {time.monotonic() - start:.0f}s", flush=True)
+    with tempfile.TemporaryDirectory(prefix="diverge-scale-") as tmp:
+        dump = Path(tmp) / "dump"
+        start = time.monotonic()
+        patch = {"aot_inductor.debug_intermediate_value_printer": "1"}
+        with aoti_debug_printer.enabled(), torch._inductor.config.patch(patch):
+            package = torch._inductor.aoti_compile_and_package(
+                program, package_path=str(Path(tmp) / "model.pt2"))
+        compiled = time.monotonic()
+        print(f"compile at level 1: {compiled - start:.0f}s", flush=True)
+        with aoti_debug_printer.options(dump_dir=dump):
+            torch._inductor.aoti_load_package(package)(*inputs)
+        if args.device == "cuda":
+            torch.cuda.synchronize()
+        ran = time.monotonic()
+        size = sum(p.stat().st_size for p in dump.iterdir())
+        print(f"run, saving what kernels write: {ran - compiled:.0f}s, dump "
+              f"{size / 2**30:.1f} GiB in {sum(1 for _ in dump.iterdir())} files", flush=True)
+        if args.device == "cuda":
+            torch.cuda.reset_peak_memory_stats()
+        found = aoti_debug_printer.first_divergence_from_eager(program, dump=dump, progress=True)
+        judged = time.monotonic()
+    written, compared, _ = found.coverage()
+    print(format_divergence(found).splitlines()[0])
+    print(f"diverge on the dump: {judged - ran:.0f}s; whole: {judged - start:.0f}s")
+    print(f"verdict: {'first divergence at ' + found.first.node if found.first else 'no divergence'}")
+    print(f"peak host memory (RSS): {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.1f} GiB")
+    if args.device == "cuda":
+        print(f"peak GPU memory during diverge's evaluations: "
+              f"{torch.cuda.max_memory_allocated() / 2**30:.1f} GiB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
