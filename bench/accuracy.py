@@ -87,7 +87,8 @@ def diverge_case(model_name: str, position, kind, device: str, tmp: Path) -> str
     planted = planted_nodes(program, kind)
     with (finding_models.numerics(setting) if setting else _nothing()):
         with (finding_models.wrong_lowering(kind) if kind else _nothing()):
-            dump = compile_and_dump(program, inputs, tmp / f"{model_name}-{position}-{kind}-{device}")
+            dump = finding_models.compile_and_dump(
+                program, inputs, tmp / f"{model_name}-{position}-{kind}-{device}")
         found = aoti_debug_printer.first_divergence_from_eager(program, dump=dump)
     # The old rule: the first value with an element beyond the per-dtype
     # tolerance against eager in the program's own dtypes.
@@ -120,7 +121,8 @@ def compare_case(model_name: str, position, kind, tmp: Path) -> str:
         program = torch.export.export(model, inputs, dynamic_shapes=dynamic)
         wrong = kind and device == "cuda"
         with (finding_models.wrong_lowering(kind) if wrong else _nothing()):
-            dumps[device] = compile_and_dump(program, inputs, tmp / f"{model_name}-{kind}-{device}")
+            dumps[device] = finding_models.compile_and_dump(
+                program, inputs, tmp / f"{model_name}-{kind}-{device}")
         planted = planted_nodes(program, kind)
     new = aoti_debug_printer.compare(dumps["cpu"], dumps["cuda"])
     rtol, atol = old_tolerance(torch.float32, "cuda")
@@ -130,17 +132,6 @@ def compare_case(model_name: str, position, kind, tmp: Path) -> str:
     return (f"{verdict(old.first and old.first.b, planted):<10} "
             f"{verdict(new.first and new.first.b, planted):<10} planted/bar "
             f"{max(ratios, default=0):.3g} others/bar {others:.3g} compared {len(new.compared)}")
-
-
-def compile_and_dump(program, inputs, dump: Path) -> Path:
-    patch = {"aot_inductor.debug_intermediate_value_printer": "1",
-             "aot_inductor.filtered_kernel_names": None}
-    with aoti_debug_printer.enabled(), torch._inductor.config.patch(patch):
-        package = torch._inductor.aoti_compile_and_package(
-            program, package_path=str(dump.with_suffix(".pt2")))
-    with aoti_debug_printer.options(dump_dir=dump):
-        torch._inductor.aoti_load_package(package)(*inputs)
-    return dump
 
 
 class _nothing:

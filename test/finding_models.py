@@ -22,9 +22,12 @@ and name the planted op's kernel when one is planted."""
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+
+import aoti_debug_printer
 
 
 @torch.library.custom_op("adp_findings::planted", mutates_args=())
@@ -80,6 +83,19 @@ PLANTED_OPS = {
     "bf16_reduction": torch.ops.adp_findings.planted_center.default,
     "half_kernel": torch.ops.adp_findings.planted_softsign.default,
 }
+
+
+def compile_and_dump(program, inputs, dump: Path, config: dict | None = None) -> Path:
+    """Compiles at level 1 with `config` (Inductor options), runs once into
+    the dump directory `dump`; the package is `dump` with suffix .pt2."""
+    patch = {"aot_inductor.debug_intermediate_value_printer": "1",
+             "aot_inductor.filtered_kernel_names": None, **(config or {})}
+    with aoti_debug_printer.enabled(), torch._inductor.config.patch(patch):
+        package = torch._inductor.aoti_compile_and_package(
+            program, package_path=str(dump.with_suffix(".pt2")))
+    with aoti_debug_printer.options(dump_dir=dump):
+        torch._inductor.aoti_load_package(package)(*inputs)
+    return dump
 
 
 def _wrong_lowering(kind: str):

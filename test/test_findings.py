@@ -20,6 +20,7 @@ import torch
 
 import aoti_debug_printer
 import finding_models
+from finding_models import compile_and_dump
 from aoti_debug_printer._compare import format_comparison
 from aoti_debug_printer._diverge import format_divergence
 from aoti_debug_printer._dumps import load_dump
@@ -29,18 +30,6 @@ pytestmark = pytest.mark.slow
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 # Another configuration of the same program: every node its own kernel.
 UNFUSED = {"max_fusion_size": 1}
-
-
-def compile_and_dump(program, inputs, dump: Path, config: dict | None = None) -> Path:
-    """Compiles at level 1 with `config`, runs once into `dump`."""
-    patch = {"aot_inductor.debug_intermediate_value_printer": "1",
-             "aot_inductor.filtered_kernel_names": None, **(config or {})}
-    with aoti_debug_printer.enabled(), torch._inductor.config.patch(patch):
-        package = torch._inductor.aoti_compile_and_package(
-            program, package_path=str(dump.with_suffix(".pt2")))
-    with aoti_debug_printer.options(dump_dir=dump):
-        torch._inductor.aoti_load_package(package)(*inputs)
-    return dump
 
 
 def assert_guard_is_silent(package: Path, inputs, dump_root: Path) -> None:
@@ -344,24 +333,29 @@ def test_every_option_is_documented():
         assert meaning
 
 
+def export_in_a_fresh_process(program: Path, path: Path, code: str) -> Path:
+    """Runs `code` (which leaves an ExportedProgram in `ep`) in a fresh
+    Python with `path` on sys.path, and saves `ep` to `program`: the process
+    that loads it has imported none of what `code` did."""
+    subprocess.run([sys.executable, "-c", f"import sys, torch\nsys.path.insert(0, {str(path)!r})\n"
+                    + code + f"torch.export.save(ep, {str(program)!r})\n"],
+                   check=True, capture_output=True)
+    return program
+
+
 def test_diverge_loads_a_transformers_program_as_users_export_it(tmp_path):
     """GPT-2 returning its ModelOutput: the loading process has not imported
     transformers, so the output's pytree type is unregistered until diverge
     imports the module the program names."""
     pytest.importorskip("transformers")
-    program = tmp_path / "gpt2.pt2"
-    subprocess.run([sys.executable, "-c",
-                    "import sys, torch\n"
-                    f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
-                    "import finding_models\n"
-                    "torch.manual_seed(0)\n"
-                    "model, inputs = finding_models.transformers_model('gpt2', plain_output=False)\n"
-                    "model.config.use_cache = False\n"
-                    "ep = torch.export.export(model.eval(), inputs)\n"
-                    "assert 'ModelOutput' in str(ep.call_spec.out_spec) or "
-                    "'BaseModelOutput' in str(ep.call_spec.out_spec)\n"
-                    f"torch.export.save(ep, {str(program)!r})\n"],
-                   check=True, capture_output=True)
+    program = export_in_a_fresh_process(
+        tmp_path / "gpt2.pt2", Path(__file__).parent,
+        "import finding_models\n"
+        "torch.manual_seed(0)\n"
+        "model, inputs = finding_models.transformers_model('gpt2', plain_output=False)\n"
+        "model.config.use_cache = False\n"
+        "ep = torch.export.export(model.eval(), inputs)\n"
+        "assert 'ModelOutput' in str(ep.call_spec.out_spec)\n")
     done = cli("diverge", program, "--quiet")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "no divergence from eager" in done.stdout
@@ -375,17 +369,13 @@ def test_an_unregistered_pytree_type_names_the_import_to_add(tmp_path):
         "class Out:\n"
         "    y: torch.Tensor\n"
         "pytree.register_dataclass(Out, serialized_type_name='user_types.Out')\n")
-    program = tmp_path / "program.pt2"
-    subprocess.run([sys.executable, "-c",
-                    "import sys, torch\n"
-                    f"sys.path.insert(0, {str(tmp_path)!r})\n"
-                    "import user_types\n"
-                    "class M(torch.nn.Module):\n"
-                    "    def forward(self, x):\n"
-                    "        return user_types.Out(torch.relu(x) * 2)\n"
-                    "ep = torch.export.export(M(), (torch.randn(3, 4),))\n"
-                    f"torch.export.save(ep, {str(program)!r})\n"],
-                   check=True, capture_output=True)
+    program = export_in_a_fresh_process(
+        tmp_path / "program.pt2", tmp_path,
+        "import user_types\n"
+        "class M(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return user_types.Out(torch.relu(x) * 2)\n"
+        "ep = torch.export.export(M(), (torch.randn(3, 4),))\n")
     done = cli("diverge", program, "--quiet")
     assert done.returncode == 2 and "Traceback" not in done.stderr
     lines = done.stderr.strip().splitlines()
