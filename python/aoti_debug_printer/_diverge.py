@@ -356,6 +356,13 @@ class Match:
     node: str
     own: Verdict
     accumulated: Verdict
+    # The nodes evaluated for the own error: this one and those between it
+    # and the values the dump holds (the nodes its kernel fuses, or more
+    # where the values before it were not saved).
+    region: int = 1
+    # Whether that region reaches back to the model inputs: no value before
+    # it was saved, so its own error is its accumulated one.
+    from_model_inputs: bool = False
 
     @property
     def diverged(self) -> bool:
@@ -382,6 +389,7 @@ def match_dump(dump_source, program, args: tuple, kwargs: dict,
     nodes = {n.name for n in program.graph.nodes}
     candidates: list[Record] = []
     compiled: dict[str, Any] = {}
+    first_of: dict[str, Record] = {}
     for r in first_run:
         if not r.node:
             result.unmatched.append((r, r.why or "holds no single node's value"))
@@ -394,6 +402,7 @@ def match_dump(dump_source, program, args: tuple, kwargs: dict,
             candidates.append(r)
             if r.node not in compiled:
                 compiled[r.node] = r.load()
+                first_of[r.node] = r
     device = next((r.raw.get("device") for r in first_run if r.raw.get("device")), "cpu")
     keep = set(compiled)
     progress.phase("the float64 truth, from the model inputs")
@@ -412,16 +421,37 @@ def match_dump(dump_source, program, args: tuple, kwargs: dict,
         if not isinstance(t, torch.Tensor):
             result.unmatched.append((r, "the node has no tensor value in eager"))
             continue
-        value = r.load()
+        value = compiled[r.node] if first_of.get(r.node) is r else r.load()
         if value.numel() != t.numel():
             result.unmatched.append((r, "the buffer and the node's value differ in size"))
             continue
         # The node's value, kept in a buffer of another shape (reached
         # through a reshape): the same elements in the same order.
         value = value.reshape(t.shape)
+        region, from_inputs = _region(program, r.node, compiled)
         result.matches.append(Match(r, r.node, judge(value, own_bench[r.node], own_truth[r.node]),
-                                    judge(value, bench[r.node], t)))
+                                    judge(value, bench[r.node], t), region, from_inputs))
     return result
+
+
+def _region(program, name: str, held: dict[str, Any]) -> tuple[int, bool]:
+    """(nodes evaluated for `name`'s own error, whether they reach a user
+    input): its ancestors back to the values `held` (the dump's)."""
+    nodes = {n.name: n for n in program.graph.nodes}
+    user_inputs = set(program.graph_signature.user_inputs)
+    seen, stack, reaches = set(), [nodes[name]], False
+    while stack:
+        n = stack.pop()
+        if n.name in seen:
+            continue
+        seen.add(n.name)
+        if n.op == "placeholder":
+            reaches = reaches or n.name in user_inputs
+            continue
+        for a in n.all_input_nodes:
+            if a.name not in held:
+                stack.append(a)
+    return sum(1 for x in seen if nodes[x].op == "call_function"), reaches
 
 
 class _Progress:
@@ -541,8 +571,12 @@ def format_divergence(d: Divergence) -> str:
 
 
 def _explain(m: Match) -> list[str]:
+    region = (f"{m.region} nodes evaluated back to the values the dump holds"
+              if not m.from_model_inputs else
+              f"{m.region} nodes back to the model inputs: no value before it was saved, so its "
+              "own error is its accumulated one")
     out = []
-    for what, v in (("its own error (on the compiled run's inputs)", m.own),
+    for what, v in ((f"its own error (on the compiled run's inputs; {region})", m.own),
                     ("accumulated from the model inputs", m.accumulated)):
         if v.value.problem:
             out.append(f"  {what}: {v.value.problem}")
