@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import json
 import logging
 import re
 import tempfile
