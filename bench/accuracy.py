@@ -18,6 +18,7 @@ named), "MISSED" (nothing named where a bug was planted).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
 import sys
 import tempfile
@@ -85,19 +86,19 @@ def diverge_case(model_name: str, position, kind, device: str, tmp: Path) -> str
                                                   kind=kind or "affine")
     program = torch.export.export(model, inputs, dynamic_shapes=dynamic)
     planted = planted_nodes(program, kind)
-    with (finding_models.numerics(setting) if setting else _nothing()):
-        with (finding_models.wrong_lowering(kind) if kind else _nothing()):
+    with (finding_models.numerics(setting) if setting else contextlib.nullcontext()):
+        with (finding_models.wrong_lowering(kind) if kind else contextlib.nullcontext()):
             dump = finding_models.compile_and_dump(
                 program, inputs, tmp / f"{model_name}-{position}-{kind}-{device}")
         found = aoti_debug_printer.first_divergence_from_eager(program, dump=dump)
     # The old rule: the first value with an element beyond the per-dtype
     # tolerance against eager in the program's own dtypes.
-    with (finding_models.numerics(setting) if setting else _nothing()):
+    with (finding_models.numerics(setting) if setting else contextlib.nullcontext()):
         eager = eager_values(program, *program.example_inputs)
     old = None
     for m in found.matches:
         got, want = m.record.load(), eager[m.node]
-        with (finding_models.numerics(setting) if setting else _nothing()):
+        with (finding_models.numerics(setting) if setting else contextlib.nullcontext()):
             rtol, atol = old_tolerance(want.dtype, device)
         if not torch.isclose(got.reshape(want.shape).cpu().double(), want.cpu().double(),
                              rtol=rtol, atol=atol, equal_nan=True).all():
@@ -120,7 +121,7 @@ def compare_case(model_name: str, position, kind, tmp: Path) -> str:
                                                       kind=kind or "affine")
         program = torch.export.export(model, inputs, dynamic_shapes=dynamic)
         wrong = kind and device == "cuda"
-        with (finding_models.wrong_lowering(kind) if wrong else _nothing()):
+        with (finding_models.wrong_lowering(kind) if wrong else contextlib.nullcontext()):
             dumps[device] = finding_models.compile_and_dump(
                 program, inputs, tmp / f"{model_name}-{kind}-{device}")
         planted = planted_nodes(program, kind)
@@ -132,14 +133,6 @@ def compare_case(model_name: str, position, kind, tmp: Path) -> str:
     return (f"{verdict(old.first and old.first.b, planted):<10} "
             f"{verdict(new.first and new.first.b, planted):<10} planted/bar "
             f"{max(ratios, default=0):.3g} others/bar {others:.3g} compared {len(new.compared)}")
-
-
-class _nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 def cases(device: str, only: str | None):

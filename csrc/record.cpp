@@ -138,20 +138,11 @@ std::string json_string(const std::string& s) {
 namespace {
 
 // A flag of ATen's context as JSON; null where this torch cannot say (a
-// getter that throws, as one does when legacy and new TF32 settings are mixed).
+// getter that throws, as one does when legacy and new TF32 settings are
+// mixed). The reduced-precision reduction getters return a bool in older
+// torch and an option in newer ones, whose first value (0) allows it.
 template <typename F>
 std::string json_flag(F get) {
-  try {
-    return static_cast<int>(get()) ? "true" : "false";
-  } catch (...) {
-    return "null";
-  }
-}
-
-// Whether cuBLAS may reduce in reduced precision: a bool in older torch, an
-// option whose first value allows it in newer ones.
-template <typename F>
-std::string json_reduction_flag(F get) {
   try {
     const auto v = get();
     if constexpr (std::is_same_v<std::decay_t<decltype(v)>, bool>) {
@@ -196,8 +187,8 @@ std::string format_environment(const Where& where, const std::string& device) {
          ", \"tf32_matmul\": " + json_flag([&] { return ctx.allowTF32CuBLAS(); }) +
          ", \"tf32_cudnn\": " + json_flag([&] { return ctx.allowTF32CuDNN(); }) +
          ", \"matmul_precision\": " + json_string(matmul_precision_name()) +
-         ", \"bf16_reduction\": " + json_reduction_flag([&] { return ctx.allowBF16ReductionCuBLAS(); }) +
-         ", \"fp16_reduction\": " + json_reduction_flag([&] { return ctx.allowFP16ReductionCuBLAS(); }) +
+         ", \"bf16_reduction\": " + json_flag([&] { return ctx.allowBF16ReductionCuBLAS(); }) +
+         ", \"fp16_reduction\": " + json_flag([&] { return ctx.allowFP16ReductionCuBLAS(); }) +
          ", \"deterministic\": " + json_flag([&] { return ctx.deterministicAlgorithms(); }) + "}\n";
 }
 

@@ -16,7 +16,6 @@
 #include <filesystem>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <stdexcept>
 #include <string_view>
 #include <thread>
@@ -219,17 +218,19 @@ void append_to_manifest(const std::string& dir, const std::string& line) {
 }
 
 // The run's environment record goes into a manifest before the run's first
-// snapshot there: once per directory, rank and run of this process.
+// snapshot there. A run belongs to one thread and its snapshots come in
+// order, so remembering the last (run, rank, directory) a thread noted is
+// enough: no lock and no set growing with every run.
 void note_environment(const std::string& dir, const TensorRecord& record) {
-  static std::mutex mu;
-  static std::set<std::string> noted;
+  struct Noted {
+    int64_t run = -1, rank = -1;
+    std::string dir;
+  };
+  thread_local Noted last;
   const Where& w = record.where;
-  const std::string key = dir + '\0' + std::to_string(w.rank) + '\0' + std::to_string(w.run);
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (!noted.insert(key).second) return;
-  }
+  if (last.run == w.run && last.rank == w.rank && last.dir == dir) return;
   append_line(dir + "/manifest.jsonl", format_environment(w, record.device));
+  last = {w.run, w.rank, dir};
 }
 
 std::string save_snapshot(const std::string& dir, const TensorRecord& record,

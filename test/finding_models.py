@@ -349,24 +349,16 @@ def build(name: str, plant_at: int | None = None, device: str = "cpu", kind: str
     return model, inputs, dynamic
 
 
-@contextlib.contextmanager
 def numerics(setting: str):
     """A numerics setting users have on, for a compile and its run:
     "matmul_high" (float32_matmul_precision "high": TF32 matmuls on CUDA)
-    or "cudnn_tf32" (cuDNN's TF32 convolutions, on by default)."""
-    matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
-    saved = torch.get_float32_matmul_precision(), matmul.allow_tf32, cudnn.allow_tf32
-    if setting == "matmul_high":
-        torch.set_float32_matmul_precision("high")
-    elif setting == "cudnn_tf32":
-        cudnn.allow_tf32 = True
-    else:
-        raise KeyError(setting)
-    try:
-        yield
-    finally:
-        torch.set_float32_matmul_precision(saved[0])
-        matmul.allow_tf32, cudnn.allow_tf32 = saved[1], saved[2]
+    or "cudnn_tf32" (cuDNN's TF32 convolutions, on by default). The flags
+    are set, and restored, as diverge sets a recorded run's."""
+    from aoti_debug_printer._numerics import Environment
+
+    settings = {"matmul_high": Environment(matmul_precision="high"),
+                "cudnn_tf32": Environment(tf32_cudnn=True)}
+    return settings[setting].applied()
 
 
 CORRECT = ("post_ln_mlp", "pre_ln_transformer", "conv_bn", "dynamic_batch", "inplace_views",

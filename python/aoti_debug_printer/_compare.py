@@ -128,12 +128,7 @@ def _compare_tensors(d: Difference, ta, tb, reshape: bool, rtol: float | None,
         d.problem = f"{ta.dtype} {list(ta.shape)} vs {tb.dtype} {list(tb.shape)}"
         return
     diff = difference(ta, tb)
-    d.rel_rms, d.rel_max, d.mismatches = diff.rel_rms, diff.rel_max, diff.bad
-    if ta.numel():
-        wide = torch.complex128 if ta.dtype.is_complex else torch.float64
-        delta = (tb.to(wide) - ta.to(wide)).abs()
-        finite = torch.isfinite(delta)
-        d.max_abs = float(delta[finite].max()) if finite.any() else 0.0
+    d.rel_rms, d.rel_max, d.mismatches, d.max_abs = diff.rel_rms, diff.rel_max, diff.bad, diff.abs_max
     if rtol is not None or atol is not None:
         d.explicit = True
         wide = torch.complex128 if ta.dtype.is_complex else torch.float64
@@ -188,6 +183,31 @@ def _inputs_of(dump: Dump) -> dict[tuple, set[tuple]]:
     return reads
 
 
+class _LargestBefore:
+    """The largest differences of the values written before a launch, per
+    (rank, run). A run's records come in launch order (one thread writes
+    them), so a running maximum per run does, in one pass."""
+
+    def __init__(self) -> None:
+        # (rank, run) -> [launch being filled, largest before it (rms, max),
+        # largest up to and including it (rms, max)]
+        self._runs: dict[tuple, list] = {}
+
+    def _advance(self, rank: int, run: int, launch: int) -> list:
+        state = self._runs.setdefault((rank, run), [launch, 0.0, 0.0, 0.0, 0.0])
+        if launch > state[0]:
+            state[:] = [launch, state[3], state[4], state[3], state[4]]
+        return state
+
+    def of(self, rank: int, run: int, launch: int) -> tuple[float, float]:
+        state = self._advance(rank, run, launch)
+        return state[1], state[2]
+
+    def add(self, rank: int, run: int, launch: int, d: Difference) -> None:
+        state = self._advance(rank, run, launch)
+        state[3], state[4] = max(state[3], d.rel_rms), max(state[4], d.rel_max)
+
+
 def compare(a: str | Path | Dump, b: str | Path | Dump, rtol: float | None = None,
             atol: float | None = None) -> Comparison:
     """Compares dump B against dump A (the reference order). Dumps that
@@ -213,6 +233,7 @@ def compare(a: str | Path | Dump, b: str | Path | Dump, rtol: float | None = Non
     compared: list[Difference] = []
     only_a: list[Record] = []
     seen: dict[tuple, Difference] = {}  # (rank, run, what) -> its first difference
+    before = _LargestBefore()
     for key, ra in in_a.items():
         rb = in_b.get(key)
         if rb is None:
@@ -234,14 +255,13 @@ def compare(a: str | Path | Dump, b: str | Path | Dump, rtol: float | None = Non
         # What its inputs carried in: the largest difference of the values
         # its kernel read, where both dumps hold them.
         rank, run = key[0], key[1]
-        for what in reads.get((rank, run, ra.raw["launch"]), ()):
+        launch = ra.raw["launch"]
+        for what in reads.get((rank, run, launch), ()):
             if what == UNNAMED:
                 # Read something no node names: it may carry any difference
                 # written before.
-                for held in compared:
-                    if held.a.raw["launch"] < ra.raw["launch"] and held.a.run == run:
-                        d.inputs_rms = max(d.inputs_rms, held.rel_rms)
-                        d.inputs_max = max(d.inputs_max, held.rel_max)
+                rms, top = before.of(rank, run, launch)
+                d.inputs_rms, d.inputs_max = max(d.inputs_rms, rms), max(d.inputs_max, top)
                 continue
             held = seen.get((rank, run, what))
             if held is not None and held is not d:
@@ -251,6 +271,7 @@ def compare(a: str | Path | Dump, b: str | Path | Dump, rtol: float | None = Non
         d.bar_max = K_JUMP * d.inputs_max + K_MAX * floor
         if by_node:
             seen.setdefault((rank, run, key[2]), d)
+            before.add(rank, run, launch, d)
         compared.append(d)
     only_b = [rb for key, rb in in_b.items() if key not in in_a]
     return Comparison(da.source, db.source, compared, only_a, only_b,

@@ -415,6 +415,7 @@ def match_dump(dump_source, program, args: tuple, kwargs: dict,
         progress.phase(f"the benchmark of each kernel on {device}, on the compiled run's own inputs")
         own_bench = Evaluation(program, truth=False, device=device).run(args, kwargs, keep, compiled)
     progress.phase(f"judging {len(candidates)} values")
+    graph = _Graph(program)
     for r in candidates:
         t = truth.get(r.node)
         if not isinstance(t, torch.Tensor):
@@ -427,17 +428,24 @@ def match_dump(dump_source, program, args: tuple, kwargs: dict,
         # The node's value, kept in a buffer of another shape (reached
         # through a reshape): the same elements in the same order.
         value = value.reshape(t.shape)
-        region, from_inputs = _region(program, r.node, compiled)
+        region, from_inputs = _region(graph, r.node, compiled)
         result.matches.append(Match(r, r.node, judge(value, own_bench[r.node], own_truth[r.node]),
                                     judge(value, bench[r.node], t), region, from_inputs))
     return result
 
 
-def _region(program, name: str, held: dict[str, Any]) -> tuple[int, bool]:
+class _Graph:
+    """The program's nodes by name and its user inputs, looked up once."""
+
+    def __init__(self, program) -> None:
+        self.nodes = {n.name: n for n in program.graph.nodes}
+        self.user_inputs = set(program.graph_signature.user_inputs)
+
+
+def _region(graph: _Graph, name: str, held: dict[str, Any]) -> tuple[int, bool]:
     """(nodes evaluated for `name`'s own error, whether they reach a user
     input): its ancestors back to the values `held` (the dump's)."""
-    nodes = {n.name: n for n in program.graph.nodes}
-    user_inputs = set(program.graph_signature.user_inputs)
+    nodes, user_inputs = graph.nodes, graph.user_inputs
     seen, stack, reaches = set(), [nodes[name]], False
     while stack:
         n = stack.pop()

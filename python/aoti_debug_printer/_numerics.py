@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 # k: a value diverges when its error is more than k times the benchmark's,
@@ -173,18 +173,19 @@ _TINY = 1e-30
 @dataclass
 class Difference:
     """Two runs' values of one node against each other: relative RMS and
-    largest differences, relative to A's scale."""
+    largest differences, relative to A's scale, and the largest absolute one."""
 
     rel_rms: float
     rel_max: float
     bad: int = 0
+    abs_max: float = 0.0
 
 
 def difference(a, b) -> Difference:
     e = error_of(b, a)
     rms, top = scale_of(a)
     return Difference(e.rms / rms if rms else (math.inf if e.rms else 0.0),
-                      e.max / top if top else (math.inf if e.max else 0.0), e.bad)
+                      e.max / top if top else (math.inf if e.max else 0.0), e.bad, e.max)
 
 
 def cross_floor(dtype: str, kernels: tuple[str, ...], envs: tuple[Environment | None, ...]) -> float:
@@ -284,9 +285,6 @@ class Environment:
         """(setting, value) for printing, "-" where not recorded."""
         return [(f.name, "-" if v is None or v == "" else str(v).lower() if isinstance(v, bool)
                  else str(v)) for f, v in ((f, getattr(self, f.name)) for f in fields(self))]
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def format_environments(named: list[tuple[str, Environment | None]]) -> list[str]:
