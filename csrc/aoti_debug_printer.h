@@ -18,10 +18,12 @@
 #include <torch/csrc/inductor/aoti_torch/c/shim.h>
 
 // 3 added tensor_held (roles and the reason a tensor has no node); 4 runs
-// that end (begin_run_with_end, end_run). Tables only grow at the end, and
+// that end (begin_run_with_end, end_run); 5 tensor_computed (the formula of
+// a value no single node holds) and compiled_with (the Inductor config of
+// the run's program). Tables only grow at the end, and
 // `size` says how much of one a caller may use, so packages compiled
 // against an older header keep loading.
-#define AOTI_DEBUG_PRINTER_ABI_VERSION 4
+#define AOTI_DEBUG_PRINTER_ABI_VERSION 5
 #define AOTI_DEBUG_PRINTER_OLDEST_ABI_VERSION 2
 
 #ifdef __cplusplus
@@ -109,6 +111,16 @@ int32_t aoti_debug_printer_tensor_of_node(
 int32_t aoti_debug_printer_tensor_held(
     int32_t action, int32_t phase, const char* kernel, const char* arg, const char* node,
     const char* why, int32_t role, AtenTensorHandle tensor);
+// The same, with `formula`: how the value the tensor holds is computed from
+// values the exported program names, where it holds no single node's value
+// (a JSON list of steps, see aoti_debug_printer/_provenance.py). Empty when
+// not known.
+int32_t aoti_debug_printer_tensor_computed(
+    int32_t action, int32_t phase, const char* kernel, const char* arg, const char* node,
+    const char* why, const char* formula, int32_t role, AtenTensorHandle tensor);
+// The digest of the Inductor config the running program was compiled with,
+// recorded in the run's environment record; called after begin_run.
+void aoti_debug_printer_compiled_with(const char* inductor_config);
 // Scalar and SymInt arguments, each in its own type's format.
 void aoti_debug_printer_int64(
     int32_t action, int32_t phase, const char* kernel, const char* arg, int64_t value);
@@ -138,6 +150,10 @@ typedef struct aoti_debug_printer_api {
   // ABI 4.
   void (*begin_run_with_end)(void);
   void (*end_run)(void);
+  // ABI 5.
+  int32_t (*tensor_computed)(int32_t, int32_t, const char*, const char*, const char*,
+                             const char*, const char*, int32_t, AtenTensorHandle);
+  void (*compiled_with)(const char*);
 } aoti_debug_printer_api;
 
 // Returns the table, or NULL when the caller wants an ABI we do not have
@@ -211,7 +227,8 @@ inline const aoti_debug_printer_api* load_api(const char* built_with) {
 // the run then only begins, and its records are written as they are taken.
 class Run {
  public:
-  explicit Run(const aoti_debug_printer_api* api)
+  // `inductor_config`: the digest of the config the program was compiled with.
+  explicit Run(const aoti_debug_printer_api* api, const char* inductor_config = "")
       : api_(api && api->size >= offsetof(aoti_debug_printer_api, end_run) + sizeof(api->end_run)
                  ? api
                  : nullptr) {
@@ -219,6 +236,10 @@ class Run {
       api_->begin_run_with_end();
     } else if (api) {
       api->begin_run();
+    }
+    if (api && api->size >= offsetof(aoti_debug_printer_api, compiled_with) +
+                                sizeof(api->compiled_with)) {
+      api->compiled_with(inductor_config);
     }
   }
   ~Run() {
@@ -243,21 +264,25 @@ inline void launch(const aoti_debug_printer_api* api, int32_t phase, const char*
 
 // One call site for every argument the codegen emits: the C++ type of the
 // expression picks the record, so a float is never printed as an integer.
-// `node`, `why` and `role`: what the code generator knows of a tensor
-// argument (see aoti_debug_printer_tensor_held).
+// `node`, `why`, `role` and `formula`: what the code generator knows of a
+// tensor argument (see aoti_debug_printer_tensor_computed).
 template <typename T>
 inline void value(const aoti_debug_printer_api* api, int32_t action, int32_t phase,
                   const char* kernel, const char* arg, const T& v, const char* node = "",
-                  const char* why = "", int32_t role = AOTI_DEBUG_PRINTER_ROLE_UNKNOWN) {
+                  const char* why = "", int32_t role = AOTI_DEBUG_PRINTER_ROLE_UNKNOWN,
+                  const char* formula = "") {
   if (!api) return;
   if constexpr (std::is_convertible_v<const T&, AtenTensorHandle>) {
     const AtenTensorHandle h = static_cast<AtenTensorHandle>(v);
-    // A library older than this header has no tensor_held: its table ends
-    // before it, and the record goes without role and reason.
-    const bool held = api->size >= offsetof(aoti_debug_printer_api, tensor_held) +
-                                       sizeof(api->tensor_held);
-    const int32_t stop = held ? api->tensor_held(action, phase, kernel, arg, node, why, role, h)
-                              : api->tensor_of_node(action, phase, kernel, arg, node, h);
+    // A library older than this header has a shorter table: the record goes
+    // without what the missing members would have carried.
+    auto has = [api](size_t offset, size_t size) { return api->size >= offset + size; };
+    const int32_t stop =
+        has(offsetof(aoti_debug_printer_api, tensor_computed), sizeof(api->tensor_computed))
+            ? api->tensor_computed(action, phase, kernel, arg, node, why, formula, role, h)
+        : has(offsetof(aoti_debug_printer_api, tensor_held), sizeof(api->tensor_held))
+            ? api->tensor_held(action, phase, kernel, arg, node, why, role, h)
+            : api->tensor_of_node(action, phase, kernel, arg, node, h);
     if (stop != 0) {
       throw std::runtime_error(
           std::string("aoti-debug-printer: ") +

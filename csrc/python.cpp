@@ -67,10 +67,12 @@ py::dict stats_dict(const at::Tensor& t, const std::string& on, bool fingerprint
 // Python values in the JIT wrapper: tensors, SymInt-derived ints, floats,
 // bools. Anything else is recorded by its type name.
 void record(int32_t action, int32_t phase, const std::string& kernel, const std::string& arg,
-            py::handle value, const std::string& node, const std::string& why, int32_t role) {
+            py::handle value, const std::string& node, const std::string& why, int32_t role,
+            const std::string& formula) {
   Where w = where_now(phase, kernel, arg);
   w.node = node;
   w.why = why;
+  w.formula = formula;
   w.role = role_name(role);
   Stop stop;
   if (THPVariable_Check(value.ptr())) {
@@ -144,9 +146,13 @@ PYBIND11_MODULE(_C, m) {
   m.attr("ROLE_WRITE") = static_cast<int>(AOTI_DEBUG_PRINTER_ROLE_WRITE);
   m.attr("ROLE_READ_WRITE") = static_cast<int>(AOTI_DEBUG_PRINTER_ROLE_READ_WRITE);
 
-  m.def("begin_run", &begin_run, py::arg("with_end") = false,
+  m.def("begin_run", [](bool with_end, const std::string& inductor_config) {
+    begin_run(with_end);
+    compiled_with(inductor_config);
+  }, py::arg("with_end") = false, py::arg("inductor_config") = "",
         "Start a new run on this thread (with_end: end_run will end it, and CUDA records may wait "
-        "for their statistics until then).");
+        "for their statistics until then; inductor_config: the digest of the config its program "
+        "was compiled with).");
   m.def("end_run", [] {
     py::gil_scoped_release no_gil;
     end_run();
@@ -156,8 +162,10 @@ PYBIND11_MODULE(_C, m) {
   m.def("record", &record, py::arg("action"), py::arg("phase"), py::arg("kernel"), py::arg("arg"),
         py::arg("value"), py::arg("node") = "", py::arg("why") = "",
         py::arg("role") = static_cast<int>(AOTI_DEBUG_PRINTER_ROLE_UNKNOWN),
+        py::arg("formula") = "",
         "Print or save one kernel argument (node: the exported program's node it holds; why: "
-        "the reason it holds none; role: AOTI_DEBUG_PRINTER_ROLE_*).");
+        "the reason it holds none; role: AOTI_DEBUG_PRINTER_ROLE_*; formula: how the value it "
+        "holds is computed from the program's values, JSON).");
   m.def("stats", &stats_dict, py::arg("tensor"), py::arg("on") = "auto", py::arg("fingerprint") = false,
         "The fused statistics of a tensor (with the write guard's fingerprint when asked).");
   m.def("fingerprint",

@@ -189,7 +189,8 @@ std::string format_environment(const Where& where, const std::string& device) {
          ", \"matmul_precision\": " + json_string(matmul_precision_name()) +
          ", \"bf16_reduction\": " + json_flag([&] { return ctx.allowBF16ReductionCuBLAS(); }) +
          ", \"fp16_reduction\": " + json_flag([&] { return ctx.allowFP16ReductionCuBLAS(); }) +
-         ", \"deterministic\": " + json_flag([&] { return ctx.deterministicAlgorithms(); }) + "}\n";
+         ", \"deterministic\": " + json_flag([&] { return ctx.deterministicAlgorithms(); }) +
+         ", \"inductor_config\": " + json_string(where.inductor_config) + "}\n";
 }
 
 std::string json_where(const Where& w) {
@@ -198,6 +199,7 @@ std::string json_where(const Where& w) {
          ", \"launch\": " + std::to_string(w.launch) + ", \"call\": " + std::to_string(w.call) +
          ", \"rank\": " + std::to_string(w.rank) + ", \"node\": " + json_string(w.node) +
          ", \"role\": " + json_string(w.role) + ", \"why\": " + json_string(w.why) +
+         (w.formula.empty() ? "" : ", \"formula\": " + json_string(w.formula)) +
          ", \"pid\": " + std::to_string(static_cast<int64_t>(getpid()));
 }
 

@@ -26,7 +26,9 @@ struct Where {
   int64_t rank = -1;   // the process's distributed rank; -1 outside one
   std::string node;    // the exported program's node the tensor holds, if known
   std::string why;     // why it holds no single node's value, if the codegen knows
+  std::string formula; // how that value is computed from the program's values (JSON), if known
   std::string role;    // read, write, read_write; empty when not known
+  std::string inductor_config;  // digest of the config the program was compiled with
 };
 
 struct TensorRecord {

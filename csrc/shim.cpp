@@ -35,6 +35,8 @@ struct ThreadState {
   std::vector<WatchedArg> watched;
   // The run will be ended (end_run): records may wait for the GPU until then.
   bool run_has_end = false;
+  // The digest of the Inductor config the run's program was compiled with.
+  std::string inductor_config;
 };
 thread_local ThreadState state;
 std::atomic<int64_t> next_run{0};
@@ -84,7 +86,12 @@ void begin_run(bool with_end) {
   state.launch = -1;
   state.call = -1;
   state.calls.clear();
+  state.inductor_config.clear();
   guard::begin_run();
+}
+
+void compiled_with(const std::string& inductor_config) {
+  state.inductor_config = inductor_config;
 }
 
 void end_run() {
@@ -203,6 +210,7 @@ Where where_now(int32_t phase, const std::string& kernel, const std::string& arg
   w.arg = arg;
   w.run = state.run;
   w.rank = settings_now().rank;
+  w.inductor_config = state.inductor_config;
   if (phase != AOTI_DEBUG_PRINTER_MODEL_INPUT) {
     w.launch = state.launch;
     w.call = state.call;
@@ -398,6 +406,10 @@ void aoti_debug_printer_begin_run(void) {
   guarded(__func__, [] { begin_run(); });
 }
 
+void aoti_debug_printer_compiled_with(const char* inductor_config) {
+  guarded(__func__, [&] { compiled_with(or_empty(inductor_config)); });
+}
+
 void aoti_debug_printer_begin_run_with_end(void) {
   guarded(__func__, [] { begin_run(true); });
 }
@@ -416,19 +428,28 @@ int32_t aoti_debug_printer_launch(int32_t phase, const char* kernel, int32_t fla
   return failed;
 }
 
-int32_t aoti_debug_printer_tensor_held(int32_t action, int32_t phase, const char* kernel,
-                                      const char* arg, const char* node, const char* why,
-                                      int32_t role, AtenTensorHandle tensor) {
+int32_t aoti_debug_printer_tensor_computed(int32_t action, int32_t phase, const char* kernel,
+                                          const char* arg, const char* node, const char* why,
+                                          const char* formula, int32_t role,
+                                          AtenTensorHandle tensor) {
   if (runtime_level() == 0) return 0;  // switched off: build nothing
   int32_t stop = 0;
   guarded(__func__, [&] {
     Where w = where_now(phase, or_empty(kernel), or_empty(arg));
     w.node = or_empty(node);
     w.why = or_empty(why);
+    w.formula = or_empty(formula);
     w.role = role_name(role);
     stop = record_tensor(action, w, tensor_of(tensor)).code;
   });
   return stop;
+}
+
+int32_t aoti_debug_printer_tensor_held(int32_t action, int32_t phase, const char* kernel,
+                                      const char* arg, const char* node, const char* why,
+                                      int32_t role, AtenTensorHandle tensor) {
+  return aoti_debug_printer_tensor_computed(action, phase, kernel, arg, node, why, nullptr, role,
+                                            tensor);
 }
 
 int32_t aoti_debug_printer_tensor_of_node(int32_t action, int32_t phase, const char* kernel,
@@ -493,6 +514,8 @@ const aoti_debug_printer_api* aoti_debug_printer_get_api(uint32_t abi_version) {
       &aoti_debug_printer_tensor_held,
       &aoti_debug_printer_begin_run_with_end,
       &aoti_debug_printer_end_run,
+      &aoti_debug_printer_tensor_computed,
+      &aoti_debug_printer_compiled_with,
   };
   // One table serves every version we support: it only grew at the end.
   const bool supported = abi_version >= AOTI_DEBUG_PRINTER_OLDEST_ABI_VERSION &&

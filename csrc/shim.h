@@ -14,6 +14,9 @@ namespace aoti_debug_printer {
 // `with_end`: end_run will end the run (see aoti_debug_printer_begin_run_with_end).
 void begin_run(bool with_end = false);
 void end_run();
+// The digest of the Inductor config this thread's run's program was compiled
+// with: its environment record says it.
+void compiled_with(const std::string& inductor_config);
 // `flags`: AOTI_DEBUG_PRINTER_ANNOUNCE, AOTI_DEBUG_PRINTER_SYNC_BY_DEFAULT.
 // Returns "" or, when the check after a kernel found a CUDA error (already
 // reported on the output), a message that names the kernel.

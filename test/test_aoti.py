@@ -192,8 +192,12 @@ def test_level1_saves_loadable_snapshots(package, dump_dir):
     out = run(package("twice_mm", 1), "twice_mm", repeat=2)
     lines = [json.loads(line) for line in (dump_dir / "manifest.jsonl").read_text().splitlines()]
     # Each run's numerics environment, before its snapshots.
-    assert [r["run"] for r in lines if r["event"] == "environment"] == sorted(
+    environments = [r for r in lines if r["event"] == "environment"]
+    assert [r["run"] for r in environments] == sorted(
         {r["run"] for r in lines if r["event"] == "tensor"})
+    # The Inductor config the program was compiled with, the same for both runs.
+    assert len({r["inductor_config"] for r in environments}) == 1
+    assert re.fullmatch(r"[0-9a-f]{12}", environments[0]["inductor_config"])
     manifest = [r for r in lines if r["event"] == "tensor"]
     files = sorted(p.name for p in dump_dir.glob("*.pt"))
     # Outputs before launch hold leftover memory: a manifest line says so,

@@ -175,6 +175,38 @@ def test_the_store_a_kernel_never_makes_carries_no_node(tmp_path):
     assert all(r.node in writers for r in read)
 
 
+def test_values_no_node_holds_are_judged_by_their_formulas(tmp_path):
+    """A layer norm's mean and sum of squared deviations hold no node's
+    value: each is judged by its formula. An error of 1e-4 of the value in
+    one of them is named there; a formula this torch cannot evaluate is
+    counted as not compared, with why."""
+    model, inputs, _ = finding_models.build("post_ln_mlp")
+    program = torch.export.export(model, inputs)
+    dump = compile_and_dump(program, inputs, tmp_path / "a")
+    found = aoti_debug_printer.first_divergence_from_eager(program, dump=dump)
+    written, compared, _ = found.coverage()
+    assert found.first is None and compared == written, format_divergence(found)
+    by_formula = [m for m in found.matches if m.record.formula]
+    kinds = {m.node.split("/")[-1].rstrip("_0123456789") for m in by_formula}
+    assert kinds == {"getitem", "variance_sum"}, format_divergence(found)
+
+    target = [m for m in by_formula if m.node.endswith("/variance_sum")][1].record
+    value = torch.load(target.path, weights_only=True)
+    torch.save(value * (1 + 1e-4), target.path)
+    found = aoti_debug_printer.first_divergence_from_eager(program, dump=dump)
+    assert found.first is not None and found.first.record.path == target.path, \
+        format_divergence(found)
+    assert f"buffer {target.raw['arg']} = node layer_norm_1/variance_sum" in format_divergence(found)
+
+    manifest = dump / "manifest.jsonl"
+    manifest.write_text(manifest.read_text().replace("aten.var_mean.correction",
+                                                     "aten.no_such_op.default"))
+    found = aoti_debug_printer.first_divergence_from_eager(program, dump=dump)
+    assert found.first is None
+    assert "its formula cannot be evaluated: this torch has no aten.no_such_op.default" in \
+        format_divergence(found)
+
+
 def test_compare_across_configs_from_the_command_line(tmp_path):
     model, inputs, _ = finding_models.build("post_ln_mlp")
     program = torch.export.export(model, inputs)
@@ -183,6 +215,8 @@ def test_compare_across_configs_from_the_command_line(tmp_path):
     done = cli("compare", a, b)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "matched by node" in done.stdout and "no divergence" in done.stdout
+    # The two programs were compiled with different Inductor configs, and say so.
+    assert re.search(r"^! inductor_config +[0-9a-f]{12} +[0-9a-f]{12}", done.stdout, re.M), done.stdout
     # B's values perturbed at one node: named with each side's kernel.
     target = next(r for r in load_dump(b).written_values() if r.node)
     t = torch.load(target.path, weights_only=True)

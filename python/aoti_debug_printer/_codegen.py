@@ -59,6 +59,28 @@ def _cpp_preamble() -> str:
     )
 
 
+def inductor_config_digest() -> str:
+    """12 hex digits of the Inductor config this compile runs with: a run's
+    environment record carries it, so two dumps say when their programs
+    were compiled with different settings."""
+    import hashlib
+    import json
+
+    from torch._inductor import config
+
+    def plain(value):
+        if value is None or isinstance(value, (bool, int, float, str)):
+            return value
+        if isinstance(value, (list, tuple)):
+            return [plain(v) for v in value]
+        if isinstance(value, dict):
+            return {str(k): plain(v) for k, v in value.items()}
+        return type(value).__name__  # callables and objects: their kind, never an address
+
+    text = json.dumps(plain(config.get_config_copy()), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
 def _c_string(s: str) -> str:
     out = []
     for ch in s:
@@ -265,12 +287,14 @@ class DebugPrinterManager:
                 held: Held | None = None) -> str:
         """One record's line; `held`: what the argument holds (see _provenance)."""
         label = _label(arg)
-        role, node, why = held or (0, "", "")
+        role, node, why, formula = held or (0, "", "", "")
         if self._cpp():
-            extra = f", {_c_string(node)}, {_c_string(why)}, {role}" if held else ""
+            extra = (f", {_c_string(node)}, {_c_string(why)}, {role}" if held else "") + (
+                f", {_c_string(formula)}" if formula else "")
             return (f"aoti_debug_printer::value(AOTI_DEBUG_PRINTER_API, {action}, {phase}, "
                     f"{_c_string(kernel)}, {_c_string(label)}, {arg}{extra});")
-        extra = f", {node!r}, {why!r}, {role}" if held else ""
+        extra = (f", {node!r}, {why!r}, {role}" if held else "") + (
+            f", formula={formula!r}" if formula else "")
         return f"{_PY_MODULE}.record({action}, {phase}, {kernel!r}, {label!r}, {arg}{extra})"
 
     def _api_call(self, function: str, *args: str | int | bool) -> str:
@@ -296,9 +320,10 @@ class DebugPrinterManager:
         if self._cpp():
             # Declared in the run's own scope: the run ends where it returns
             # or throws, and every record is written by then.
-            lines = ["aoti_debug_printer::Run aoti_debug_printer_run_(AOTI_DEBUG_PRINTER_API);"]
+            lines = ["aoti_debug_printer::Run aoti_debug_printer_run_(AOTI_DEBUG_PRINTER_API, "
+                     f"{_c_string(inductor_config_digest())});"]
         else:
-            lines = [self._api_call("begin_run")]
+            lines = [f"{_PY_MODULE}.begin_run(inductor_config={inductor_config_digest()!r})"]
         if action is not None:
             lines += [self._record(action, MODEL_INPUT, "", name) for name in inputs]
         return lines

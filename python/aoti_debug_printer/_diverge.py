@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ._dumps import Record, load_dump, reason_kind
-from ._numerics import Environment, Verdict, judge
+from ._numerics import Environment, Verdict, judge, scale_of
 
 log = logging.getLogger(__name__)
 
@@ -215,6 +215,22 @@ def _namespace(target) -> str:
     return getattr(target, "namespace", "") or ""
 
 
+# Ops that add up terms: a value one of them returns (var_mean: its mean,
+# output 1) is judged with a floor relative to the terms (see judge).
+_SUMS = frozenset({"aten.sum.default", "aten.sum.dim_IntList", "aten.mean.default",
+                   "aten.mean.dim", "prims.sum.default"})
+_VAR_MEAN = "aten.var_mean.correction"
+
+
+def _terms_scale(target, args) -> tuple[float, float] | None:
+    """The scale of the terms a sum or mean adds up: its first argument."""
+    import torch
+
+    if str(target) in _SUMS and args and isinstance(args[0], torch.Tensor):
+        return scale_of(args[0])
+    return None
+
+
 class Evaluation:
     """Runs an exported program node by node, as the truth (float64, on the
     CPU) or as the benchmark (the program's own dtypes, on `device`),
@@ -228,6 +244,8 @@ class Evaluation:
 
         self.truth = truth
         self.device = torch.device("cpu" if truth or device is None else device)
+        # Kept nodes that are sums or means: the scale of their terms.
+        self.terms: dict[str, tuple[float, float]] = {}
         # Parameters reach the graph through get_attr nodes, adapted there:
         # converting the module would convert the program's own tensors.
         self.module = program.module()
@@ -282,6 +300,8 @@ class Evaluation:
                     a, kw = self.fetch_args_kwargs_from_env(n)
                     a, kw = pytree.tree_map(evaluation.adapt, (a, kw))
                     result = evaluation.call(n.target, a, kw)
+                    if n.name in keep and (terms := _terms_scale(n.target, a)) is not None:
+                        evaluation.terms[n.name] = terms
                 else:
                     result = super().run_node(n)
                     if n.op in ("placeholder", "get_attr"):
@@ -387,10 +407,13 @@ def match_dump(dump_source, program, args: tuple, kwargs: dict,
     result.environment = dump.environment(0) or environment
     nodes = {n.name for n in program.graph.nodes}
     candidates: list[Record] = []
+    formulas: list[tuple[Record, Formula]] = []
     compiled: dict[str, Any] = {}
     first_of: dict[str, Record] = {}
     for r in first_run:
-        if not r.node:
+        if not r.node and r.formula is not None and r.path is not None:
+            formulas.append((r, Formula(r.formula)))
+        elif not r.node:
             result.unmatched.append((r, r.why or "holds no single node's value"))
         elif r.node not in nodes:
             result.unmatched.append((r, "the node has no tensor value in eager"))
@@ -403,11 +426,13 @@ def match_dump(dump_source, program, args: tuple, kwargs: dict,
                 compiled[r.node] = r.load()
                 first_of[r.node] = r
     device = next((r.raw.get("device") for r in first_run if r.raw.get("device")), "cpu")
-    keep = set(compiled)
+    keep = set(compiled).union(*(f.nodes for _, f in formulas))
     progress.phase("the float64 truth, from the model inputs")
-    truth = Evaluation(program, truth=True).run(args, kwargs, keep)
+    truth_evaluation = Evaluation(program, truth=True)
+    truth = truth_evaluation.run(args, kwargs, keep)
     progress.phase("the float64 truth of each kernel, on the compiled run's own inputs")
-    own_truth = Evaluation(program, truth=True).run(args, kwargs, keep, compiled)
+    own_truth_evaluation = Evaluation(program, truth=True)
+    own_truth = own_truth_evaluation.run(args, kwargs, keep, compiled)
     env = result.environment or Environment.current(device)
     with env.applied():
         progress.phase(f"the benchmark in the run's dtypes on {device}, from the model inputs")
@@ -429,9 +454,179 @@ def match_dump(dump_source, program, args: tuple, kwargs: dict,
         # through a reshape): the same elements in the same order.
         value = value.reshape(t.shape)
         region, from_inputs = _region(graph, r.node, compiled)
-        result.matches.append(Match(r, r.node, judge(value, own_bench[r.node], own_truth[r.node]),
-                                    judge(value, bench[r.node], t), region, from_inputs))
+        result.matches.append(Match(
+            r, r.node,
+            judge(value, own_bench[r.node], own_truth[r.node], own_truth_evaluation.terms.get(r.node)),
+            judge(value, bench[r.node], t, truth_evaluation.terms.get(r.node)), region, from_inputs))
+    if formulas:
+        progress.phase(f"judging {len(formulas)} values by their formulas")
+        _judge_formulas(result, formulas, program, args, kwargs, device, env, compiled,
+                        (truth, own_truth, bench, own_bench), graph)
+        order = {id(r): i for i, r in enumerate(first_run)}
+        result.matches.sort(key=lambda m: order[id(m.record)])
     return result
+
+
+class FormulaError(ValueError):
+    """A formula this torch or this program cannot evaluate."""
+
+
+class Formula:
+    """How a value no single node holds is computed from values the program
+    names (see _provenance): evaluated like the program, in each of the
+    four evaluations, from that evaluation's values."""
+
+    def __init__(self, formula: dict[str, Any]) -> None:
+        self.name = str(formula.get("name") or "?")
+        self.steps = formula["steps"]
+        self.value = formula["value"]
+        self.nodes: set[str] = set()
+        self.reads_user_inputs = False
+        self._collect(self.steps, self.value)
+
+    def _collect(self, *parts) -> None:
+        for part in parts:
+            if isinstance(part, list):
+                self._collect(*part)
+            elif isinstance(part, dict):
+                if isinstance(part.get("node"), str):
+                    self.nodes.add(part["node"])
+                elif "input" in part:
+                    self.reads_user_inputs = True
+                else:
+                    self._collect(*part.values())
+
+    def evaluate(self, evaluation: Evaluation, node_value, program, user_inputs: list):
+        """(the formula's value in `evaluation`, the scale of its terms where
+        it is a sum or a mean, else None); `node_value(name)`: a node's
+        value there."""
+        import torch
+        from torch.utils import _pytree as pytree
+
+        done: list[Any] = []
+        terms: list[Any] = []  # per step: what _terms_scale says, per output for var_mean
+
+        def arg(a):
+            if isinstance(a, list):
+                return [arg(x) for x in a]
+            if not isinstance(a, dict):
+                return a
+            if "step" in a:
+                return done[a["step"]]
+            if "node" in a:
+                v = node_value(a["node"])
+                return v.reshape(a["shape"]) if "shape" in a else v
+            if "param" in a:
+                fqn = a["param"]
+                if fqn in program.state_dict:
+                    return program.state_dict[fqn]
+                if fqn in program.constants:
+                    return program.constants[fqn]
+                raise FormulaError(f"the program has no parameter, buffer or constant {fqn}")
+            if "input" in a:
+                k = a["input"]
+                if not 0 <= k < len(user_inputs):
+                    raise FormulaError(f"the program has no tensor input {k}")
+                t = user_inputs[k]
+                shape = [s if s is not None else n for s, n in zip(a["shape"], t.shape)]
+                if _dtype_name(t.dtype) != a["dtype"] or list(t.shape) != shape:
+                    raise FormulaError(f"tensor input {k} is not the one the compile saw")
+                return t
+            for kind in ("dtype", "layout", "memory_format"):
+                if kind in a:
+                    return getattr(torch, a[kind])
+            if "device" in a:
+                return torch.device(a["device"])
+            if "float" in a:
+                return float(a["float"])
+            raise FormulaError(f"an argument no formula holds: {a}")
+
+        for op, args, kwargs in self.steps:
+            target = _formula_op(op)
+            a, kw = pytree.tree_map(evaluation.adapt, (arg(args), {k: arg(v) for k, v in
+                                                                 kwargs.items()}))
+            done.append(evaluation.call(target, tuple(a), kw))
+            if op == _VAR_MEAN:
+                terms.append({1: scale_of(a[0])})  # its mean
+            elif op == "getitem" and isinstance(args[0], dict) and "step" in args[0]:
+                of = terms[args[0]["step"]]
+                terms.append(of.get(args[1]) if isinstance(of, dict) else None)
+            else:
+                terms.append(_terms_scale(target, a))
+        value = self.value
+        last = terms[value["step"]] if isinstance(value, dict) and "step" in value else None
+        return evaluation.adapt(arg(value)), (last if isinstance(last, tuple) else None)
+
+
+def _dtype_name(dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _formula_op(name: str):
+    import operator
+
+    import torch
+
+    if name == "getitem":
+        return operator.getitem
+    parts = name.split(".")
+    if len(parts) != 3 or parts[0] not in ("aten", "prims"):
+        raise FormulaError(f"a formula with an op it may not hold: {name}")
+    try:
+        return getattr(getattr(getattr(torch.ops, parts[0]), parts[1]), parts[2])
+    except AttributeError:
+        raise FormulaError(f"this torch has no {name}") from None
+
+
+def _judge_formulas(result: Divergence, formulas, program, args, kwargs, device: str,
+                    env: Environment, compiled: dict[str, Any], evaluated, graph: _Graph) -> None:
+    """Adds a Match for every value judged by its formula, from the four
+    evaluations' values (truth, own truth, benchmark, own benchmark)."""
+    import torch
+    from torch.utils import _pytree as pytree
+
+    truth, own_truth, bench, own_bench = evaluated
+    user_inputs = [t for t in pytree.tree_leaves((tuple(args), dict(kwargs or {})))
+                   if isinstance(t, torch.Tensor)]
+    evaluations = (Evaluation(program, truth=True), Evaluation(program, truth=False, device=device))
+
+    def values_of(evaluation: Evaluation, values: dict[str, Any], own: bool):
+        def node_value(name: str):
+            v = values[name]
+            if own and name in compiled:  # what the kernel read: the compiled value
+                return evaluation.adapt(compiled[name]).reshape(v.shape).to(v.dtype)
+            return v
+        return node_value
+
+    for r, f in formulas:
+        try:
+            with torch.no_grad():
+                (t, terms), (ot, own_terms) = (
+                    f.evaluate(evaluations[0], values_of(evaluations[0], v, own), program,
+                               user_inputs) for v, own in ((truth, False), (own_truth, True)))
+                with env.applied():
+                    (b, _), (ob, _) = (
+                        f.evaluate(evaluations[1], values_of(evaluations[1], v, own), program,
+                                   user_inputs) for v, own in ((bench, False), (own_bench, True)))
+        except FormulaError as e:
+            result.unmatched.append((r, f"its formula cannot be evaluated: {e}"))
+            continue
+        except Exception as e:  # noqa: BLE001 - an op refused the formula's arguments
+            result.unmatched.append((r, f"its formula cannot be evaluated: {first_line(e)}"))
+            continue
+        value = r.load()
+        if not isinstance(t, torch.Tensor) or value.numel() != t.numel():
+            result.unmatched.append((r, "the buffer and its formula's value differ in size"))
+            continue
+        value = value.reshape(t.shape)
+        # Its own region: its steps, and the nodes before them back to the
+        # values the dump holds.
+        region, reaches = len(f.steps), f.reads_user_inputs
+        for name in f.nodes - set(compiled):
+            n, from_inputs = _region(graph, name, compiled)
+            region, reaches = region + n, reaches or from_inputs
+        result.matches.append(Match(r, f.name, judge(value, ob, ot, own_terms),
+                                    judge(value, b, t, terms), region, reaches))
 
 
 class _Graph:

@@ -38,6 +38,19 @@ class Record:
         return self.raw.get("why") or ""
 
     @property
+    def formula(self) -> dict[str, Any] | None:
+        """How the value it holds is computed from the program's values,
+        where it holds no single node's (see _provenance); None where the
+        codegen wrote none."""
+        text = self.raw.get("formula")
+        try:
+            formula = json.loads(text) if isinstance(text, str) else None
+        except ValueError:
+            return None
+        ok = isinstance(formula, dict) and isinstance(formula.get("steps"), list)
+        return formula if ok and "value" in formula else None
+
+    @property
     def written(self) -> bool:
         """A value its kernel wrote: an after-launch snapshot of an argument
         the kernel stored or changed."""

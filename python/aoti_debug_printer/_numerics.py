@@ -153,13 +153,19 @@ class Verdict:
         return max(r, m)
 
 
-def judge(value, benchmark, truth) -> Verdict:
+def judge(value, benchmark, truth, terms: tuple[float, float] | None = None) -> Verdict:
     """`value` (what the compiled run wrote) and `benchmark` (the same
-    computation in the value's dtype) against `truth` (float64)."""
+    computation in the value's dtype) against `truth` (float64). `terms`:
+    where the value is a sum or a mean, the scale (scale_of) of the terms it
+    adds up. Its rounding is relative to them, not to a result that cancels
+    (a layer norm's mean near zero), and another correct order of addition
+    (a vectorised kernel's against ATen's cascade) differs by that much."""
     dtype = dtype_name(value.dtype)
     exact = not (value.dtype.is_floating_point or value.dtype.is_complex)
     err_value, err_bench = error_of(value, truth), error_of(benchmark, truth)
     rms, top = scale_of(truth)
+    if terms is not None:
+        rms, top = max(rms, terms[0]), max(top, terms[1])
     f = floor(dtype)
     return Verdict(dtype, err_value, err_bench,
                    k_rms(dtype) * err_bench.rms + f * rms + _TINY,
@@ -220,6 +226,8 @@ class Environment:
     bf16_reduction: bool | None = None
     fp16_reduction: bool | None = None
     deterministic: bool | None = None
+    # 12 hex digits of the Inductor config the program was compiled with.
+    inductor_config: str = ""
 
     @property
     def tf32_matmul_on(self) -> bool:

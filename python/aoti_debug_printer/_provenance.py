@@ -17,10 +17,30 @@ a wrong kernel. A tag is therefore given only where it is exact:
   decomposition ends: the one node of it that other nodes (or the output)
   use, possibly through reshapes. Anything else is an intermediate.
 - Arguments a kernel only reads hold what their writer stored.
+
+A value no single node holds (a layer norm's mean, a softmax's sum, a
+copy of a weight in another layout) is given its formula instead: the
+Inductor nodes that compute it, back to values the program names (nodes
+tagged as above, parameters, user inputs). `diverge` evaluates it as it
+evaluates the program. A formula is JSON:
+
+    {"name": display name,
+     "steps": [[op, args, kwargs], ...],   # op: "aten.rsqrt.default", "getitem"
+     "value": arg}                          # what the buffer holds
+
+where an arg is a JSON scalar, a list, or one of {"step": i} (an earlier
+step's value), {"node": name, "shape": [...]} (a node's value; "shape"
+where it is reached through reshapes), {"param": fqn} (a parameter, buffer
+or constant), {"input": k, "dtype": ..., "shape": [...]} (the k-th tensor
+the user passes; None for a dynamic size), {"dtype" | "device" | "layout"
+| "memory_format": name}, {"float": "inf" | "-inf" | "nan"}.
 """
 
 from __future__ import annotations
 
+import json
+import math
+import operator
 import sys
 import threading
 from dataclasses import dataclass
@@ -35,6 +55,16 @@ _RESHAPES = frozenset({
     "aten.view.default", "aten.reshape.default", "aten._unsafe_view.default",
     "aten.squeeze.dim", "aten.squeeze.dims", "aten.squeeze.default", "aten.unsqueeze.default",
 })
+
+# A formula longer than this is not written: its value is too far from any
+# the program names for a comparison to say which kernel is wrong.
+MAX_FORMULA_STEPS = 64
+# Where a formula's ops come from: ATen's and its decompositions' (trusted
+# and side-effect free where their schema says so).
+_FORMULA_NAMESPACES = frozenset({"aten", "prims"})
+# Ops whose values are whatever the memory held: no evaluation repeats them.
+_UNDEFINED_VALUES = frozenset({"empty", "empty_like", "empty_strided", "empty_permuted",
+                               "new_empty", "new_empty_strided"})
 
 _pending = threading.local()
 # The attribute a kernel's call line carries: what that kernel writes.
@@ -132,9 +162,9 @@ def _writes_of_line_being_rendered() -> Writes | None:
     return None
 
 
-# What an argument holds at one record: (role, node, why), node "" when it
-# holds none.
-Held = tuple[int, str, str]
+# What an argument holds at one record: (role, node, why, formula), node ""
+# when it holds none, formula "" when none is known.
+Held = tuple[int, str, str, str]
 
 
 def _root_names(fx_node) -> set[str]:
@@ -187,16 +217,64 @@ class _GraphFacts:
             node = inside[0]
         return True
 
-    def value_of(self, buffer_name: str) -> tuple[str, str]:
-        """(node, "") when the buffer, once stored, holds an exported node's
-        value; ("", why) otherwise."""
+    def value_of(self, buffer_name: str) -> tuple[str, str, str]:
+        """(node, "", "") when the buffer, once stored, holds an exported
+        node's value; ("", why, formula) otherwise, formula "" where none
+        can be written."""
         try:
             buffer = self.graph.get_buffer(buffer_name)
             fx_node = buffer.get_origin_node() if buffer is not None else None
         except Exception:  # noqa: BLE001 - internals move between torch releases
             fx_node = None
         if fx_node is None:
-            return "", "no single graph node (a buffer Inductor made, or a view)"
+            return ("", "no single graph node (a buffer Inductor made, or a view)",
+                    self._variance_sum_formula(buffer))
+        node, why = self._holds(fx_node)
+        return (node, "", "") if node else ("", why, self.formula_of(fx_node))
+
+    def _variance_sum_formula(self, buffer) -> str:
+        """The formula of the one buffer Inductor's var_mean lowering makes
+        that no graph node holds: the sum of squared deviations, m2 =
+        var * (n - correction), stored by the Welford reduction (its
+        output 1) or by the two-pass one (a sum that reads the mean). ""
+        for any other buffer."""
+        import torch
+        from torch._inductor import ir
+
+        try:
+            var_means = [o for o in buffer.origins
+                         if o.op == "call_function" and o.target is torch.ops.aten.var_mean.correction]
+            if len(var_means) != 1:
+                return ""
+            var_mean = var_means[0]
+            data = buffer.data
+            welford = (isinstance(data, ir.WelfordReduction) and data.output_index == 1
+                       and data.reduction_type == "welford_reduce")
+            two_pass = type(data) is ir.Reduction and data.reduction_type == "sum" and any(
+                self._is_mean_of(self.graph.get_buffer(name), var_mean)
+                for name in buffer.get_read_names())
+            if not (welford or two_pass):
+                return ""
+            shape = _static_shape(var_mean.args[0])
+            dims = var_mean.args[1] if len(var_mean.args) > 1 else var_mean.kwargs.get("dim")
+            dims = range(len(shape)) if dims is None else [d % len(shape) for d in dims]
+            correction = var_mean.kwargs.get("correction")
+            n = math.prod(shape[d] for d in dims) - (1 if correction is None else correction)
+        except (_NoFormula, AttributeError, TypeError, IndexError):  # internals move
+            return ""
+        return self.formula_of(var_mean, then=[["getitem", [None, 0], {}],
+                                               ["aten.mul.Tensor", [None, n], {}]],
+                               name=f"{self.root(var_mean) or var_mean.name}/variance_sum")
+
+    @staticmethod
+    def _is_mean_of(buffer, var_mean) -> bool:
+        origin = buffer.get_origin_node() if buffer is not None else None
+        return (origin is not None and origin.target is operator.getitem
+                and origin.args == (var_mean, 1))
+
+    def _holds(self, fx_node) -> tuple[str, str]:
+        """(node, "") where `fx_node` holds that exported node's value,
+        ("", why) otherwise."""
         roots = _root_names(fx_node)
         if len(roots) != 1:
             return "", ("made from several nodes: " + ", ".join(sorted(roots)) if roots
@@ -208,6 +286,109 @@ class _GraphFacts:
         if fx_node is not exits[0] and not self._reaches_exit_by_reshapes(fx_node, root, exits[0]):
             return "", f"an intermediate value of node {root} ({fx_node.name})"
         return root, ""
+
+    def formula_of(self, fx_node, then: list | None = None, name: str = "") -> str:
+        """`fx_node`'s formula (see the module's docstring) as JSON text;
+        "" where it cannot be written exactly. `then`: steps applied after
+        it, each to the value before it (its first argument)."""
+        steps: list = []
+        index: dict = {}
+        inputs = [n for n in self.graph.graph.nodes
+                  if n.op == "placeholder" and _is_tensor(n.meta.get("val"))]
+
+        def visit(n):
+            if n in index:
+                return {"step": index[n]}
+            if n.op == "get_attr":
+                return {"param": str(n.target)}
+            if n.op == "placeholder":
+                if n not in inputs:
+                    raise _NoFormula
+                val = n.meta["val"]
+                return {"input": inputs.index(n), "dtype": _name(val.dtype),
+                        "shape": [d if isinstance(d, int) else None for d in val.shape]}
+            if n.op != "call_function":
+                raise _NoFormula
+            if n is not fx_node:
+                node, _ = self._holds(n)
+                if node:
+                    held = {"node": node}
+                    if n is not self.exits[node][0]:
+                        held["shape"] = _static_shape(n)
+                    return held
+            if len(steps) >= MAX_FORMULA_STEPS:
+                raise _NoFormula
+            step = [_op_name(n.target), [_encode(a, visit) for a in n.args],
+                    {k: _encode(v, visit) for k, v in n.kwargs.items()}]
+            index[n] = len(steps)
+            steps.append(step)
+            return {"step": index[n]}
+
+        try:
+            value = visit(fx_node)
+        except _NoFormula:
+            return ""
+        for op, args, kwargs in then or ():
+            steps.append([op, [value, *args[1:]], kwargs])
+            value = {"step": len(steps) - 1}
+        root = self.root(fx_node) if fx_node.op == "call_function" else None
+        name = name or (f"{root}/{fx_node.name}" if root in self.exits else fx_node.name)
+        return json.dumps({"name": name, "steps": steps, "value": value},
+                          separators=(",", ":"), allow_nan=False)
+
+
+class _NoFormula(Exception):
+    """A value whose formula cannot be written exactly."""
+
+
+def _is_tensor(value) -> bool:
+    import torch
+
+    return isinstance(value, torch.Tensor)
+
+
+def _name(value) -> str:
+    return str(value).removeprefix("torch.")
+
+
+def _static_shape(fx_node) -> list[int]:
+    shape = list(getattr(fx_node.meta.get("val"), "shape", None) or [None])
+    if not all(isinstance(d, int) for d in shape):
+        raise _NoFormula
+    return shape
+
+
+def _op_name(target) -> str:
+    """An op a formula may use, by the name diverge finds it again by."""
+    import torch
+
+    if target is operator.getitem:
+        return "getitem"
+    if (isinstance(target, torch._ops.OpOverload) and target.namespace in _FORMULA_NAMESPACES
+            and not target._schema.is_mutable and target._opname not in _UNDEFINED_VALUES
+            and torch.Tag.nondeterministic_seeded not in target.tags):
+        return str(target)
+    raise _NoFormula  # another namespace, side effects, random or uninitialised values
+
+
+def _encode(value, visit):
+    """A node's argument in a formula's JSON; Nodes through `visit`."""
+    import torch
+    import torch.fx
+
+    if isinstance(value, torch.fx.Node):
+        return visit(value)
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else {"float": str(value)}
+    if isinstance(value, (list, tuple)):
+        return [_encode(v, visit) for v in value]
+    for kind, cls in (("dtype", torch.dtype), ("device", torch.device), ("layout", torch.layout),
+                      ("memory_format", torch.memory_format)):
+        if isinstance(value, cls):
+            return {kind: _name(value)}
+    raise _NoFormula  # symbolic sizes, and anything else
 
 
 class Provenance:
@@ -248,7 +429,7 @@ class Provenance:
                    - set(graph.removed_buffers) - set(graph.inplaced_to_remove)) if writes else set()
         self.writes_unseen = writes is None or any(_has_memory(graph, n) for n in unnamed)
         if writes is None:
-            unknown = (ROLE_UNKNOWN, "", f"what {kernel_name} writes is not known to the printer")
+            unknown = (ROLE_UNKNOWN, "", f"what {kernel_name} writes is not known to the printer", "")
             for name in names:
                 before[name] = _read(self._held.get(name), "")
                 after[name] = unknown
@@ -260,15 +441,15 @@ class Provenance:
         for name in names:
             if name in writes.defined and name not in self._held and name in in_place_of:
                 held = _read(self._held.get(in_place_of[name]), "")
-                before[name] = (ROLE_READ_WRITE, held[1], held[2])
+                before[name] = (ROLE_READ_WRITE, held[1], held[2], "")
                 stored = self._stored(facts, name, kernel_name)
-                after[name] = self._held[name] = (ROLE_READ_WRITE, stored[1], stored[2])
+                after[name] = self._held[name] = (ROLE_READ_WRITE, *stored[1:])
             elif name in writes.mutated:
                 before[name] = _read(self._held.get(name), "")
                 after[name] = self._held[name] = (ROLE_READ_WRITE, "",
-                                                  f"changed in place by {kernel_name}")
+                                                  f"changed in place by {kernel_name}", "")
             elif name in writes.defined and name not in self._held:
-                before[name] = (ROLE_WRITE, "", "output, not yet written")
+                before[name] = (ROLE_WRITE, "", "output, not yet written", "")
                 after[name] = self._held[name] = self._stored(facts, name, kernel_name)
             else:
                 why = "model input" if name in inputs else "not written by a kernel the printer saw"
@@ -280,7 +461,7 @@ class Provenance:
         graph = facts.graph
         if name in graph.removed_buffers or name in graph.inplaced_to_remove:
             return (ROLE_READ, "", f"{kernel_name} never stores it "
-                    "(its value stays inside the kernel; the buffer keeps what it held)")
+                    "(its value stays inside the kernel; the buffer keeps what it held)", "")
         return (ROLE_WRITE, *facts.value_of(name))
 
 
@@ -297,5 +478,6 @@ def _has_memory(graph, name: str) -> bool:
 
 
 def _read(held: Held | None, why: str) -> Held:
-    """Reading a buffer: what its writer left in it."""
-    return (ROLE_READ, held[1], held[2]) if held is not None else (ROLE_READ, "", why)
+    """Reading a buffer: what its writer left in it (its formula stays with
+    the record of the write: generated code carries it once)."""
+    return (ROLE_READ, held[1], held[2], "") if held is not None else (ROLE_READ, "", why, "")

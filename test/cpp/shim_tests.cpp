@@ -442,6 +442,38 @@ TEST_CASE("the header's Run begins and ends a run, and begins only with a table 
   { aoti_debug_printer::Run run(nullptr); }
 }
 
+TEST_CASE("a value's formula and its program's Inductor config reach the dump",
+          "[aoti_debug_printer_tensor_computed][aoti_debug_printer_compiled_with]") {
+  const aoti_debug_printer_api* api = aoti_debug_printer_get_api(AOTI_DEBUG_PRINTER_ABI_VERSION);
+  REQUIRE(api != nullptr);
+  Scratch s;
+  at::Tensor t = at::ones({2});
+  const char* formula = R"({"name":"ln/mean","steps":[],"value":{"node":"x"}})";
+  {
+    aoti_debug_printer::Run run(api, "0123456789ab");
+    aoti_debug_printer::launch(api, AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "k", 0);
+    aoti_debug_printer::value(api, AOTI_DEBUG_PRINTER_SAVE, AOTI_DEBUG_PRINTER_AFTER_LAUNCH, "k",
+                              "buf1", handle(t), "", "an intermediate", AOTI_DEBUG_PRINTER_ROLE_WRITE,
+                              formula);
+    aoti_debug_printer::value(api, AOTI_DEBUG_PRINTER_SAVE, AOTI_DEBUG_PRINTER_AFTER_LAUNCH, "k",
+                              "buf2", handle(t), "n", "", AOTI_DEBUG_PRINTER_ROLE_WRITE);
+  }
+  const std::string manifest = slurp(s.dump / "manifest.jsonl");
+  CHECK(manifest.find("\"inductor_config\": \"0123456789ab\"}") != std::string::npos);
+  // The formula as a JSON string; a record without one has no such key.
+  CHECK(manifest.find(R"("formula": "{\"name\":\"ln/mean\",\"steps\":[],)") != std::string::npos);
+  CHECK(std::count(manifest.begin(), manifest.end(), '\n') == 3);
+  CHECK(manifest.find("\"formula\"") == manifest.rfind("\"formula\""));
+  // A run of a program whose code does not say its config: empty, not the last one's.
+  {
+    aoti_debug_printer::Run run(api);
+    aoti_debug_printer::launch(api, AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "k", 0);
+    aoti_debug_printer::value(api, AOTI_DEBUG_PRINTER_SAVE, AOTI_DEBUG_PRINTER_AFTER_LAUNCH, "k",
+                              "buf3", handle(t));
+  }
+  CHECK(slurp(s.dump / "manifest.jsonl").find("\"inductor_config\": \"\"}") != std::string::npos);
+}
+
 TEST_CASE("packages built against ABI 2 still load, and a table without tensor_held is honoured",
           "[aoti_debug_printer_get_api]") {
   CHECK(aoti_debug_printer_get_api(AOTI_DEBUG_PRINTER_OLDEST_ABI_VERSION - 1) == nullptr);
