@@ -97,6 +97,8 @@ def diverge_case(model_name: str, position, kind, device: str, tmp: Path) -> str
         eager = eager_values(program, *program.example_inputs)
     old = None
     for m in found.matches:
+        if m.node not in eager:
+            continue  # a value judged by its formula: the old rule had none
         got, want = m.record.load(), eager[m.node]
         with (finding_models.numerics(setting) if setting else contextlib.nullcontext()):
             rtol, atol = old_tolerance(want.dtype, device)
