@@ -113,8 +113,8 @@ int32_t aoti_debug_printer_tensor_held(
     const char* why, int32_t role, AtenTensorHandle tensor);
 // The same, with `formula`: how the value the tensor holds is computed from
 // values the exported program names, where it holds no single node's value
-// (a JSON list of steps, see aoti_debug_printer/_provenance.py). Empty when
-// not known.
+// (JSON: its steps and which one it is, see aoti_debug_printer/_provenance.py).
+// Empty when not known.
 int32_t aoti_debug_printer_tensor_computed(
     int32_t action, int32_t phase, const char* kernel, const char* arg, const char* node,
     const char* why, const char* formula, int32_t role, AtenTensorHandle tensor);

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ._dumps import Record, load_dump, reason_kind
-from ._numerics import Environment, Verdict, judge, scale_of
+from ._numerics import Environment, Verdict, dtype_name, judge, scale_of
 
 log = logging.getLogger(__name__)
 
@@ -270,6 +270,11 @@ class Evaluation:
             return torch.device("cpu")
         return x
 
+    def substitute(self, compiled, like):
+        """The compiled run's value of a node, held as this evaluation holds
+        `like` (its own value of that node): what a later node reads."""
+        return self.adapt(compiled).reshape(like.shape).to(like.dtype).clone()
+
     def run(self, args: tuple, kwargs: dict, keep: set[str],
             substitutes: dict[str, Any] | None = None) -> dict[str, Any]:
         import torch
@@ -311,7 +316,7 @@ class Evaluation:
                     values[n.name] = result.detach().clone()
                 sub = substitutes.get(n.name)
                 if sub is not None and isinstance(result, torch.Tensor):
-                    result = evaluation.adapt(sub).reshape(result.shape).to(result.dtype).clone()
+                    result = evaluation.substitute(sub, result)
                 return result
 
         return Interpreter(module)
@@ -411,8 +416,9 @@ def match_dump(dump_source, program, args: tuple, kwargs: dict,
     compiled: dict[str, Any] = {}
     first_of: dict[str, Record] = {}
     for r in first_run:
-        if not r.node and r.formula is not None and r.path is not None:
-            formulas.append((r, Formula(r.formula)))
+        formula = None if r.node else r.formula
+        if formula is not None and r.path is not None:
+            formulas.append((r, Formula(formula)))
         elif not r.node:
             result.unmatched.append((r, r.why or "holds no single node's value"))
         elif r.node not in nodes:
@@ -436,7 +442,8 @@ def match_dump(dump_source, program, args: tuple, kwargs: dict,
     env = result.environment or Environment.current(device)
     with env.applied():
         progress.phase(f"the benchmark in the run's dtypes on {device}, from the model inputs")
-        bench = Evaluation(program, truth=False, device=device).run(args, kwargs, keep)
+        bench_evaluation = Evaluation(program, truth=False, device=device)
+        bench = bench_evaluation.run(args, kwargs, keep)
         progress.phase(f"the benchmark of each kernel on {device}, on the compiled run's own inputs")
         own_bench = Evaluation(program, truth=False, device=device).run(args, kwargs, keep, compiled)
     progress.phase(f"judging {len(candidates)} values")
@@ -460,8 +467,9 @@ def match_dump(dump_source, program, args: tuple, kwargs: dict,
             judge(value, bench[r.node], t, truth_evaluation.terms.get(r.node)), region, from_inputs))
     if formulas:
         progress.phase(f"judging {len(formulas)} values by their formulas")
-        _judge_formulas(result, formulas, program, args, kwargs, device, env, compiled,
-                        (truth, own_truth, bench, own_bench), graph)
+        _judge_formulas(result, formulas, program, args, kwargs, env, compiled,
+                        (truth_evaluation, bench_evaluation), (truth, own_truth, bench, own_bench),
+                        graph)
         order = {id(r): i for i, r in enumerate(first_run)}
         result.matches.sort(key=lambda m: order[id(m.record)])
     return result
@@ -529,7 +537,7 @@ class Formula:
                     raise FormulaError(f"the program has no tensor input {k}")
                 t = user_inputs[k]
                 shape = [s if s is not None else n for s, n in zip(a["shape"], t.shape)]
-                if _dtype_name(t.dtype) != a["dtype"] or list(t.shape) != shape:
+                if dtype_name(t.dtype) != a["dtype"] or list(t.shape) != shape:
                     raise FormulaError(f"tensor input {k} is not the one the compile saw")
                 return t
             for kind in ("dtype", "layout", "memory_format"):
@@ -558,10 +566,6 @@ class Formula:
         return evaluation.adapt(arg(value)), (last if isinstance(last, tuple) else None)
 
 
-def _dtype_name(dtype) -> str:
-    return str(dtype).removeprefix("torch.")
-
-
 def _formula_op(name: str):
     import operator
 
@@ -578,23 +582,23 @@ def _formula_op(name: str):
         raise FormulaError(f"this torch has no {name}") from None
 
 
-def _judge_formulas(result: Divergence, formulas, program, args, kwargs, device: str,
-                    env: Environment, compiled: dict[str, Any], evaluated, graph: _Graph) -> None:
+def _judge_formulas(result: Divergence, formulas, program, args, kwargs, env: Environment,
+                    compiled: dict[str, Any], evaluations, evaluated, graph: _Graph) -> None:
     """Adds a Match for every value judged by its formula, from the four
-    evaluations' values (truth, own truth, benchmark, own benchmark)."""
+    evaluations' values (truth, own truth, benchmark, own benchmark), with
+    the truth's and the benchmark's way of holding and calling."""
     import torch
     from torch.utils import _pytree as pytree
 
     truth, own_truth, bench, own_bench = evaluated
     user_inputs = [t for t in pytree.tree_leaves((tuple(args), dict(kwargs or {})))
                    if isinstance(t, torch.Tensor)]
-    evaluations = (Evaluation(program, truth=True), Evaluation(program, truth=False, device=device))
 
     def values_of(evaluation: Evaluation, values: dict[str, Any], own: bool):
         def node_value(name: str):
             v = values[name]
             if own and name in compiled:  # what the kernel read: the compiled value
-                return evaluation.adapt(compiled[name]).reshape(v.shape).to(v.dtype)
+                return evaluation.substitute(compiled[name], v)
             return v
         return node_value
 

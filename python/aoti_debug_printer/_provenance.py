@@ -45,6 +45,8 @@ import sys
 import threading
 from dataclasses import dataclass
 
+from ._numerics import dtype_name
+
 # Values of the role enum in aoti_debug_printer.h.
 ROLE_UNKNOWN, ROLE_READ, ROLE_WRITE, ROLE_READ_WRITE = 0, 1, 2, 3
 
@@ -193,6 +195,10 @@ class _GraphFacts:
         # exported node -> Inductor nodes of it that something outside uses
         self.exits: dict[str, list] = {}
         fx_graph = getattr(graph, "graph", None)
+        # The tensors the user passes, by their position (a formula's inputs).
+        self.tensor_inputs = {n: k for k, n in enumerate(
+            n for n in getattr(fx_graph, "nodes", ())
+            if n.op == "placeholder" and _is_tensor(n.meta.get("val")))}
         for n in getattr(fx_graph, "nodes", ()):
             if n.op != "call_function":
                 continue
@@ -293,8 +299,6 @@ class _GraphFacts:
         it, each to the value before it (its first argument)."""
         steps: list = []
         index: dict = {}
-        inputs = [n for n in self.graph.graph.nodes
-                  if n.op == "placeholder" and _is_tensor(n.meta.get("val"))]
 
         def visit(n):
             if n in index:
@@ -302,10 +306,10 @@ class _GraphFacts:
             if n.op == "get_attr":
                 return {"param": str(n.target)}
             if n.op == "placeholder":
-                if n not in inputs:
+                if n not in self.tensor_inputs:
                     raise _NoFormula
                 val = n.meta["val"]
-                return {"input": inputs.index(n), "dtype": _name(val.dtype),
+                return {"input": self.tensor_inputs[n], "dtype": dtype_name(val.dtype),
                         "shape": [d if isinstance(d, int) else None for d in val.shape]}
             if n.op != "call_function":
                 raise _NoFormula
@@ -349,10 +353,6 @@ def _is_tensor(value) -> bool:
     return isinstance(value, torch.Tensor)
 
 
-def _name(value) -> str:
-    return str(value).removeprefix("torch.")
-
-
 def _static_shape(fx_node) -> list[int]:
     shape = list(getattr(fx_node.meta.get("val"), "shape", None) or [None])
     if not all(isinstance(d, int) for d in shape):
@@ -389,7 +389,7 @@ def _encode(value, visit):
     for kind, cls in (("dtype", torch.dtype), ("device", torch.device), ("layout", torch.layout),
                       ("memory_format", torch.memory_format)):
         if isinstance(value, cls):
-            return {kind: _name(value)}
+            return {kind: dtype_name(value)}
     raise _NoFormula  # symbolic sizes, and anything else
 
 
