@@ -25,6 +25,9 @@ log = logging.getLogger(__name__)
 _PACKAGE_DIR = Path(__file__).resolve().parent
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _NOT_VARIABLES = frozenset({"nullptr", "true", "false", "None", "True", "False", "kernels"})
+# A C-shim call's output that the call allocates, passed as `&bufN_handle`:
+# a handle that holds bufN once the call returns.
+_OUTPUT_HANDLE = re.compile(r"&(buf[0-9]+_handle)\Z")
 # How the Python wrapper refers to our module.
 _PY_MODULE = "_aoti_debug_printer"
 
@@ -113,8 +116,23 @@ def _is_buffer_or_input(name: str) -> bool:
     )
 
 
+def _removed_buffers() -> set[str]:
+    """Buffers nothing reads (an attention's unused log-sum-exp): the call
+    still writes them, but no value of the program is there to compare."""
+    from torch._inductor.virtualized import V
+
+    return set(getattr(V.graph, "removed_buffers", ()))
+
+
+def _is_output_handle(name: str) -> bool:
+    return _OUTPUT_HANDLE.match("&" + name) is not None
+
+
 def _label(arg: str) -> str:
-    """The recorded name: the C++ wrapper's copy_arrayref_tensor_to_tensor(x) is x."""
+    """The recorded name: the C++ wrapper's copy_arrayref_tensor_to_tensor(x)
+    is x, and an output handle bufN_handle is bufN."""
+    if _is_output_handle(arg):
+        return arg[:-len("_handle")]
     return re.sub(r"^copy_arrayref_tensor_to_tensor\((.*)\)$", r"\1", arg)
 
 
@@ -188,8 +206,11 @@ class DebugPrinterManager:
                 for a in self.args_to_print_or_save]
         if self.kernel_type == "extern":
             # Only buffers, inputs and constants: extern argument lists also
-            # carry dtypes, int arrays and output handles.
-            names = _variables(args, _is_buffer_or_input)
+            # carry dtypes and int arrays. An output the call allocates is
+            # recorded after it through its handle.
+            names = _variables(args, _is_buffer_or_input) + [
+                m.group(1) for a in args if isinstance(a, str) and (m := _OUTPUT_HANDLE.match(a))
+                and _label(m.group(1)) not in _removed_buffers()]
         else:
             names = _variables(args)
         if self.kernel_type == "cpp" and self.use_array_ref:
@@ -204,7 +225,8 @@ class DebugPrinterManager:
                                                       self._writes_of_call)
             self._writes_unseen = self._provenance.writes_unseen
         self._perform_debug_print_or_save_helper(
-            [n for n in names if n not in self._outputs_made_by_call], self.kernel_name,
+            [n for n in names if n not in self._outputs_made_by_call and not _is_output_handle(n)],
+            self.kernel_name,
             before_launch=True, arg_signatures=self.arg_signatures)
 
     def __exit__(self, *exc_info):

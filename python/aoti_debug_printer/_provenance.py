@@ -26,7 +26,8 @@ evaluates the program. A formula is JSON:
 
     {"name": display name,
      "steps": [[op, args, kwargs], ...],   # op: "aten.rsqrt.default", "getitem"
-     "value": arg}                          # what the buffer holds
+     "value": arg,                          # what the buffer holds
+     "completes": {"node": name, "steps": [...], "value": arg}}  # optional
 
 where an arg is a JSON scalar, a list, or one of {"step": i} (an earlier
 step's value), {"node": name, "shape": [...]} (a node's value; "shape"
@@ -34,6 +35,12 @@ where it is reached through reshapes), {"param": fqn} (a parameter, buffer
 or constant), {"input": k, "dtype": ..., "shape": [...]} (the k-th tensor
 the user passes; None for a dynamic size), {"dtype" | "device" | "layout"
 | "memory_format": name}, {"float": "inf" | "-inf" | "nan"}.
+
+`completes` is written where a kernel computes a node's value from this
+buffer without storing it (a convolution's bias added in the next kernel):
+steps from {"this": true}, the buffer's value, and parameters. `diverge`
+evaluates it on the compiled value, as that kernel did, so the kernel's
+own error starts from what it read.
 """
 
 from __future__ import annotations
@@ -156,7 +163,11 @@ def _writes_of_line_being_rendered() -> Writes | None:
             node = getattr(line, "node", None)
             if isinstance(node, ir.ExternKernel):
                 mutated = {n for n in node.get_mutation_names()}
-                defined = frozenset({node.get_name()}) - mutated
+                # A call with several outputs defines each (MultiOutput), and
+                # allocates them itself, as a call with one output does.
+                outputs = {o.get_name() for o in getattr(node, "outputs", None) or ()
+                           if isinstance(o, ir.MultiOutput)}
+                defined = frozenset({node.get_name()} | outputs) - mutated
                 fresh = defined if isinstance(node, ir.ExternKernelAlloc) else frozenset()
                 return Writes(defined, frozenset(mutated), fresh)
             return None
@@ -195,6 +206,9 @@ class _GraphFacts:
         # exported node -> Inductor nodes of it that something outside uses
         self.exits: dict[str, list] = {}
         fx_graph = getattr(graph, "graph", None)
+        # Inputs and parameters by the name of the buffer that holds them.
+        self.named = {n.name: n for n in getattr(fx_graph, "nodes", ())
+                      if n.op in ("placeholder", "get_attr")}
         # The tensors the user passes, by their position (a formula's inputs).
         self.tensor_inputs = {n: k for k, n in enumerate(
             n for n in getattr(fx_graph, "nodes", ())
@@ -234,7 +248,8 @@ class _GraphFacts:
             fx_node = None
         if fx_node is None:
             return ("", "no single graph node (a buffer Inductor made, or a view)",
-                    self._variance_sum_formula(buffer))
+                    self._variance_sum_formula(buffer) or self._copy_formula(buffer)
+                    or self._before_bias_formula(buffer))
         node, why = self._holds(fx_node)
         return (node, "", "") if node else ("", why, self.formula_of(fx_node))
 
@@ -272,6 +287,68 @@ class _GraphFacts:
                                                ["aten.mul.Tensor", [None, n], {}]],
                                name=f"{self.root(var_mean) or var_mean.name}/variance_sum")
 
+    def _copy_formula(self, buffer) -> str:
+        """The formula of a copy of a user input or a parameter in another
+        layout (a convolution's channels-last input and weight): a
+        pointwise buffer whose every element loads the source's element of
+        the same index, and nothing else. "" for any other buffer."""
+        from torch._inductor import ir
+
+        try:
+            data = buffer.data
+            reads = list(buffer.get_read_names())
+            if not (isinstance(buffer, ir.ComputedBuffer) and type(data) is ir.Pointwise
+                    and len(reads) == 1 and reads[0] in self.named):
+                return ""
+            source_node = self.named[reads[0]]
+            source = self.graph.get_buffer(reads[0])
+            if (list(data.ranges) != list(source.get_size())
+                    or data.dtype != source.get_dtype()):
+                return ""
+            # Both loaders, run on one index: the same single load, returned as is.
+            index = [sympy_index(f"copy_index{k}") for k in range(len(data.ranges))]
+            if _loads(data.inner_fn, index) != _loads(source.make_loader(), index):
+                return ""
+        except Exception:  # noqa: BLE001 - internals move between torch releases (or _NoFormula)
+            return ""
+        name = (f"{source_node.target}/copy" if source_node.op == "get_attr"
+                else f"input {self.tensor_inputs.get(source_node, '?')}/copy")
+        return self.formula_of(source_node, name=name)
+
+    def _before_bias_formula(self, buffer) -> str:
+        """The formula of a convolution's output before its bias: on the GPU
+        Inductor calls the convolution without its bias and adds the bias in
+        the next kernel. Its formula carries `completes`: how the node's
+        value follows from this buffer, as the next kernel computes it. ""
+        for any other buffer."""
+        import torch
+        from torch._inductor import ir
+
+        try:
+            convs = [o for o in buffer.origins
+                     if o.op == "call_function" and o.target is torch.ops.aten.convolution.default]
+            if len(convs) != 1 or not isinstance(buffer, ir.ExternKernel):
+                return ""
+            conv = convs[0]
+            if (conv.args[2] is None or "convolution" not in str(buffer.python_kernel_name)
+                    or "bias" not in buffer.kwargs or buffer.kwargs["bias"] is not None
+                    or len(buffer.inputs) != 2):
+                return ""
+            shape = _static_shape(conv)
+            node, _ = self._holds(conv)
+            completes = None
+            if node and conv.args[2].op == "get_attr":
+                # Inductor's lowering: add(convolution(x, w, None), view(bias, [C, 1, ...]))
+                completes = {"node": node, "steps": [
+                    ["aten.view.default", [{"param": str(conv.args[2].target)},
+                                           [shape[1]] + [1] * (len(shape) - 2)], {}],
+                    ["aten.add.Tensor", [{"this": True}, {"step": 0}], {}]],
+                    "value": {"step": 1}}
+        except Exception:  # noqa: BLE001 - internals move between torch releases (or _NoFormula)
+            return ""
+        return self.formula_of(conv, args={2: None}, completes=completes,
+                               name=f"{self.root(conv) or conv.name}/before_bias")
+
     @staticmethod
     def _is_mean_of(buffer, var_mean) -> bool:
         origin = buffer.get_origin_node() if buffer is not None else None
@@ -293,10 +370,13 @@ class _GraphFacts:
             return "", f"an intermediate value of node {root} ({fx_node.name})"
         return root, ""
 
-    def formula_of(self, fx_node, then: list | None = None, name: str = "") -> str:
+    def formula_of(self, fx_node, then: list | None = None, name: str = "",
+                   args: dict[int, object] | None = None, completes: dict | None = None) -> str:
         """`fx_node`'s formula (see the module's docstring) as JSON text;
         "" where it cannot be written exactly. `then`: steps applied after
-        it, each to the value before it (its first argument)."""
+        it, each to the value before it (its first argument); `args`:
+        arguments of `fx_node` itself replaced, by position; `completes`:
+        written as is."""
         steps: list = []
         index: dict = {}
 
@@ -322,7 +402,10 @@ class _GraphFacts:
                     return held
             if len(steps) >= MAX_FORMULA_STEPS:
                 raise _NoFormula
-            step = [_op_name(n.target), [_encode(a, visit) for a in n.args],
+            n_args = list(n.args)
+            for i, a in (args or {}).items() if n is fx_node else ():
+                n_args[i] = a
+            step = [_op_name(n.target), [_encode(a, visit) for a in n_args],
                     {k: _encode(v, visit) for k, v in n.kwargs.items()}]
             index[n] = len(steps)
             steps.append(step)
@@ -339,12 +422,46 @@ class _GraphFacts:
             value = {"step": len(steps) - 1}
         root = self.root(fx_node) if fx_node.op == "call_function" else None
         name = name or (f"{root}/{fx_node.name}" if root in self.exits else fx_node.name)
-        return json.dumps({"name": name, "steps": steps, "value": value},
-                          separators=(",", ":"), allow_nan=False)
+        formula = {"name": name, "steps": steps, "value": value}
+        if completes:
+            formula["completes"] = completes
+        return json.dumps(formula, separators=(",", ":"), allow_nan=False)
 
 
 class _NoFormula(Exception):
     """A value whose formula cannot be written exactly."""
+
+
+def sympy_index(name: str):
+    import sympy
+
+    return sympy.Symbol(name, integer=True, nonnegative=True)
+
+
+def _loads(loader, index) -> tuple:
+    """(buffer, index) of the one load `loader` makes at `index`, where the
+    value it returns is that load's, untouched; raises _NoFormula where it
+    does anything else."""
+    from torch._inductor.virtualized import OpsValue, V
+
+    loaded = object()
+    loads = []
+
+    class LoadsOnly:
+        def load(self, name, at):
+            loads.append((name, at))
+            return loaded
+
+        def __getattr__(self, op):
+            raise _NoFormula
+
+    with V.set_ops_handler(LoadsOnly()):
+        value = loader(index)
+    if isinstance(value, OpsValue):
+        value = value.value
+    if value is not loaded or len(loads) != 1:
+        raise _NoFormula
+    return loads[0]
 
 
 def _is_tensor(value) -> bool:
