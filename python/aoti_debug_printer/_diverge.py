@@ -63,7 +63,7 @@ class Divergence:
         """The first value whose accumulated error is beyond the bar, where
         no kernel's own error is. Not a divergence: every kernel computed
         what its inputs allow in the run's settings; the run amplified their
-        noise (TF32 convolutions feeding each other do) more than eager."""
+        noise more than eager."""
         if self.first is not None:
             return None
         return next((m for m in self.matches if m.accumulated.diverged), None)
@@ -239,11 +239,16 @@ class Evaluation:
     value: a node's value is then computed from the compiled run's own
     inputs, so its error is the error of the kernel alone."""
 
-    def __init__(self, program, truth: bool, device: str | None = None) -> None:
+    def __init__(self, program, truth: bool, device: str | None = None,
+                 memory_formats: dict[str, Any] | None = None) -> None:
         import torch
 
         self.truth = truth
         self.device = torch.device("cpu" if truth or device is None else device)
+        # Convolution nodes the compiled run computed in another memory
+        # format (channels-last): the benchmark runs them in it too, since
+        # the numerics differ (cuDNN applies TF32 to channels-last only).
+        self.memory_formats = {} if truth else dict(memory_formats or {})
         # Kept nodes that are sums or means: the scale of their terms.
         self.terms: dict[str, tuple[float, float]] = {}
         # Parameters reach the graph through get_attr nodes, adapted there:
@@ -304,7 +309,7 @@ class Evaluation:
                 if n.op == "call_function":
                     a, kw = self.fetch_args_kwargs_from_env(n)
                     a, kw = pytree.tree_map(evaluation.adapt, (a, kw))
-                    result = evaluation.call(n.target, a, kw)
+                    result = evaluation.call(n.target, a, kw, evaluation.memory_formats.get(n.name))
                     if n.name in keep and (terms := _terms_scale(n.target, a)) is not None:
                         evaluation.terms[n.name] = terms
                 else:
@@ -330,10 +335,14 @@ class Evaluation:
             return self.interpreter(module, set(), {}, {}).run(*args)
         return run
 
-    def call(self, target, args, kwargs):
+    def call(self, target, args, kwargs, memory_format=None):
         import torch
         import torch.fx
         from torch.utils import _pytree as pytree
+
+        if memory_format is not None and not self.truth and _is_convolution(target):
+            args = (args[0].contiguous(memory_format=memory_format),
+                    args[1].contiguous(memory_format=memory_format), *args[2:])
 
         if isinstance(target, torch._ops.HigherOrderOperator):
             args = tuple(self._subgraph(a) if isinstance(a, torch.fx.GraphModule) else a
@@ -432,6 +441,10 @@ def match_dump(dump_source, program, args: tuple, kwargs: dict,
                 compiled[r.node] = r.load()
                 first_of[r.node] = r
     device = next((r.raw.get("device") for r in first_run if r.raw.get("device")), "cpu")
+    env = result.environment or Environment.current(device)
+    formats = _convolution_formats(program, candidates, formulas)
+    bench_evaluation = Evaluation(program, truth=False, device=device, memory_formats=formats)
+    _complete(formulas, compiled, bench_evaluation, program, env)
     keep = set(compiled).union(*(f.nodes for _, f in formulas))
     progress.phase("the float64 truth, from the model inputs")
     truth_evaluation = Evaluation(program, truth=True)
@@ -439,13 +452,12 @@ def match_dump(dump_source, program, args: tuple, kwargs: dict,
     progress.phase("the float64 truth of each kernel, on the compiled run's own inputs")
     own_truth_evaluation = Evaluation(program, truth=True)
     own_truth = own_truth_evaluation.run(args, kwargs, keep, compiled)
-    env = result.environment or Environment.current(device)
     with env.applied():
         progress.phase(f"the benchmark in the run's dtypes on {device}, from the model inputs")
-        bench_evaluation = Evaluation(program, truth=False, device=device)
         bench = bench_evaluation.run(args, kwargs, keep)
         progress.phase(f"the benchmark of each kernel on {device}, on the compiled run's own inputs")
-        own_bench = Evaluation(program, truth=False, device=device).run(args, kwargs, keep, compiled)
+        own_bench = Evaluation(program, truth=False, device=device,
+                               memory_formats=formats).run(args, kwargs, keep, compiled)
     progress.phase(f"judging {len(candidates)} values")
     graph = _Graph(program)
     for r in candidates:
@@ -491,6 +503,13 @@ class Formula:
         self.nodes: set[str] = set()
         self.reads_user_inputs = False
         self._collect(self.steps, self.value)
+        # (node, its formula from this buffer's value) where a kernel
+        # computes that node's value from this buffer without storing it.
+        completes = formula.get("completes")
+        self.completes = None
+        if (isinstance(completes, dict) and isinstance(completes.get("node"), str)
+                and isinstance(completes.get("steps"), list) and "value" in completes):
+            self.completes = (completes["node"], Formula({**completes, "name": completes["node"]}))
 
     def _collect(self, *parts) -> None:
         for part in parts:
@@ -504,10 +523,13 @@ class Formula:
                 else:
                     self._collect(*part.values())
 
-    def evaluate(self, evaluation: Evaluation, node_value, program, user_inputs: list):
+    def evaluate(self, evaluation: Evaluation, node_value, program, user_inputs: list,
+                 this=None, memory_format=None):
         """(the formula's value in `evaluation`, the scale of its terms where
         it is a sum or a mean, else None); `node_value(name)`: a node's
-        value there."""
+        value there; `this`: the buffer's value, for a completion;
+        `memory_format`: the compiled value's, for the step that is the
+        value."""
         import torch
         from torch.utils import _pytree as pytree
 
@@ -521,6 +543,10 @@ class Formula:
                 return a
             if "step" in a:
                 return done[a["step"]]
+            if "this" in a:
+                if this is None:
+                    raise FormulaError("a formula reads the value it defines")
+                return this
             if "node" in a:
                 v = node_value(a["node"])
                 return v.reshape(a["shape"]) if "shape" in a else v
@@ -549,11 +575,13 @@ class Formula:
                 return float(a["float"])
             raise FormulaError(f"an argument no formula holds: {a}")
 
+        last_step = self.value.get("step") if isinstance(self.value, dict) else None
         for op, args, kwargs in self.steps:
             target = _formula_op(op)
             a, kw = pytree.tree_map(evaluation.adapt, (arg(args), {k: arg(v) for k, v in
                                                                  kwargs.items()}))
-            done.append(evaluation.call(target, tuple(a), kw))
+            done.append(evaluation.call(target, tuple(a), kw,
+                                        memory_format if len(done) == last_step else None))
             if op == _VAR_MEAN:
                 terms.append({1: scale_of(a[0])})  # its mean
             elif op == "getitem" and isinstance(args[0], dict) and "step" in args[0]:
@@ -564,6 +592,68 @@ class Formula:
         value = self.value
         last = terms[value["step"]] if isinstance(value, dict) and "step" in value else None
         return evaluation.adapt(arg(value)), (last if isinstance(last, tuple) else None)
+
+
+def _memory_format(r: Record):
+    """torch.channels_last(_3d) where the record's value has that layout
+    (and not also the contiguous one), else None."""
+    import torch
+
+    shape, stride = r.raw.get("shape"), r.raw.get("stride")
+    if not (isinstance(shape, list) and isinstance(stride, list) and len(shape) in (4, 5)
+            and len(stride) == len(shape)):
+        return None
+    try:
+        t = torch.empty_strided(shape, stride, device="meta")
+    except Exception:  # noqa: BLE001 - a record with sizes no tensor has
+        return None
+    fmt = torch.channels_last if len(shape) == 4 else torch.channels_last_3d
+    return fmt if t.is_contiguous(memory_format=fmt) and not t.is_contiguous() else None
+
+
+def _convolution_formats(program, candidates: list[Record], formulas) -> dict[str, Any]:
+    """Convolution node -> the memory format its compiled value has: that of
+    the buffer that holds it, or of the one its bias is added to."""
+    targets = {n.name: n.target for n in program.graph.nodes}
+    formats = {}
+    for node, r in ([(r.node, r) for r in candidates]
+                    + [(f.completes[0], r) for r, f in formulas if f.completes]):
+        if _is_convolution(targets.get(node)) and (fmt := _memory_format(r)) is not None:
+            formats[node] = fmt
+    return formats
+
+
+def _is_convolution(target) -> bool:
+    """An ATen convolution, whose first two arguments are its input and weight."""
+    import torch
+
+    aten = torch.ops.aten
+    return getattr(target, "overloadpacket", None) in (
+        aten.convolution, aten._convolution, aten.conv1d, aten.conv2d, aten.conv3d)
+
+
+def _complete(formulas, compiled: dict[str, Any], evaluation: Evaluation, program,
+              env: Environment) -> None:
+    """Adds to `compiled` the value of every node that a kernel computed
+    from a saved buffer without storing it (its formula's `completes`),
+    computed from that buffer as the kernel did: in the run's dtypes on its
+    device. A kernel after it then reads what that kernel read, and its
+    own error starts there."""
+    import torch
+
+    def no_node(name: str):
+        raise FormulaError(f"a completion reads node {name}")
+
+    for r, f in formulas:
+        if f.completes is None or f.completes[0] in compiled:
+            continue
+        node, completion = f.completes
+        try:
+            with torch.no_grad(), env.applied():
+                compiled[node], _ = completion.evaluate(evaluation, no_node, program, [],
+                                                        this=r.load())
+        except Exception:  # noqa: BLE001 - no completion: the node is evaluated as before
+            continue
 
 
 def _formula_op(name: str):
@@ -611,7 +701,8 @@ def _judge_formulas(result: Divergence, formulas, program, args, kwargs, env: En
                 with env.applied():
                     (b, _), (ob, _) = (
                         f.evaluate(evaluations[1], values_of(evaluations[1], v, own), program,
-                                   user_inputs) for v, own in ((bench, False), (own_bench, True)))
+                                   user_inputs, memory_format=_memory_format(r))
+                        for v, own in ((bench, False), (own_bench, True)))
         except FormulaError as e:
             result.unmatched.append((r, f"its formula cannot be evaluated: {e}"))
             continue
