@@ -93,9 +93,9 @@ void set_contents(TensorRecord& r, const Contents& contents) {
 std::string where_text(const Where& w, const std::string& detail = "") {
   std::string head = "[aoti-debug-printer] ";
   if (w.rank >= 0) head += "rank " + std::to_string(w.rank) + " ";
-  head += w.phase;
-  if (!w.kernel.empty()) head += " " + w.kernel;
-  if (!w.arg.empty()) head += " " + w.arg;
+  head += escaped(w.phase, Escape::Text);
+  if (!w.kernel.empty()) head += " " + escaped(w.kernel, Escape::Text);
+  if (!w.arg.empty()) head += " " + escaped(w.arg, Escape::Text);
   head += detail;
   if (w.launch >= 0) {
     head += " (run " + std::to_string(w.run) + ", launch " + std::to_string(w.launch) +
@@ -114,25 +114,7 @@ std::string dtype_name(c10::ScalarType t) {
 }
 
 std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (const unsigned char ch : s) {
-    switch (ch) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (ch < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", ch);
-          out += buf;
-        } else {
-          out += static_cast<char>(ch);
-        }
-    }
-  }
-  return out + "\"";
+  return "\"" + escaped(s, Escape::Json) + "\"";
 }
 
 namespace {

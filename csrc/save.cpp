@@ -206,6 +206,21 @@ std::string safe_name_part(const std::string& s) {
   return out.empty() ? "_" : out;
 }
 
+namespace {
+// A file name stays under the file system's 255 bytes (with "-N.pt" after
+// it): a long stem is cut and keeps a digest of the whole, so names stay
+// apart. FNV-1a: the same name in every process.
+std::string capped(const std::string& stem) {
+  constexpr size_t kMax = 200;
+  if (stem.size() <= kMax) return stem;
+  uint64_t h = 1469598103934665603ull;
+  for (const unsigned char ch : stem) h = (h ^ ch) * 1099511628211ull;
+  char digest[24];
+  std::snprintf(digest, sizeof digest, "-%016llx", static_cast<unsigned long long>(h));
+  return stem.substr(0, kMax - 17) + digest;
+}
+} // namespace
+
 static void make_dir(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -260,7 +275,7 @@ std::string save_snapshot(const std::string& dir, const TensorRecord& record,
                     : "-launch" + std::string(launch) + "-" + phase_tag(w.phase) + "-" +
                           safe_name_part(w.kernel) + "-" + safe_name_part(w.arg) + "-call" +
                           std::to_string(w.call));
-  const std::string name = publish(dir, stem, bytes);
+  const std::string name = publish(dir, capped(stem), bytes);
   append_line(dir + "/manifest.jsonl",
               format_json(record, ", \"file\": " + json_string(name)) + "\n");
   return name;

@@ -356,9 +356,71 @@ bool records_waiting() {
 }
 
 void report_error(const std::string& message) {
-  const std::string line = "[aoti-debug-printer] ERROR: " + message + "\n";
+  const std::string line = "[aoti-debug-printer] ERROR: " + escaped(message, Escape::Text) + "\n";
   std::fwrite(line.data(), 1, line.size(), stderr);
   std::fflush(stderr);
+}
+
+namespace {
+
+// The length of the well-formed UTF-8 sequence at s[i], 0 where there is none.
+size_t utf8_length(const std::string& s, size_t i) {
+  const auto at = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char b = at(i);
+  if (b < 0x80) return 1;
+  size_t n = 0;
+  unsigned char lo = 0x80, hi = 0xBF;  // the second byte's range
+  if (b >= 0xC2 && b <= 0xDF) n = 2;
+  else if (b == 0xE0) n = 3, lo = 0xA0;
+  else if ((b >= 0xE1 && b <= 0xEC) || b == 0xEE || b == 0xEF) n = 3;
+  else if (b == 0xED) n = 3, hi = 0x9F;  // no UTF-16 surrogates
+  else if (b == 0xF0) n = 4, lo = 0x90;
+  else if (b >= 0xF1 && b <= 0xF3) n = 4;
+  else if (b == 0xF4) n = 4, hi = 0x8F;
+  else return 0;
+  if (i + n > s.size() || at(i + 1) < lo || at(i + 1) > hi) return 0;
+  for (size_t k = 2; k < n; ++k)
+    if (at(i + k) < 0x80 || at(i + k) > 0xBF) return 0;
+  return n;
+}
+
+} // namespace
+
+std::string escaped(const std::string& s, Escape how) {
+  const bool json = how == Escape::Json;
+  std::string out;
+  out.reserve(s.size());
+  char buf[16];
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char b = static_cast<unsigned char>(s[i]);
+    const size_t n = utf8_length(s, i);
+    if (n == 0) {  // not UTF-8: the byte, spelt out
+      std::snprintf(buf, sizeof buf, json ? "\\\\x%02x" : "\\x%02x", b);
+      out += buf;
+      ++i;
+      continue;
+    }
+    const std::string ch = s.substr(i, n);
+    i += n;
+    if (n == 1 && json && (b == '"' || b == '\\')) {
+      out += '\\';
+      out += ch;
+    } else if (n == 1 && (b < 0x20 || b == 0x7f)) {
+      const char* named = b == '\n' ? "\\n" : b == '\r' ? "\\r" : b == '\t' ? "\\t" : nullptr;
+      if (named) {
+        out += named;
+      } else {
+        std::snprintf(buf, sizeof buf, json ? "\\u%04x" : "\\x%02x", b);
+        out += buf;
+      }
+    } else if (ch == "\xc2\x85" || ch == "\xe2\x80\xa8" || ch == "\xe2\x80\xa9") {
+      // Line separators to JavaScript and to Python's str.splitlines().
+      out += ch == "\xc2\x85" ? "\\u0085" : ch == "\xe2\x80\xa8" ? "\\u2028" : "\\u2029";
+    } else {
+      out += ch;
+    }
+  }
+  return out;
 }
 
 } // namespace aoti_debug_printer

@@ -127,4 +127,12 @@ bool records_waiting();
 // The one place user-facing errors go (stderr, whatever the output is).
 void report_error(const std::string& message);
 
+// Names are data, never markup: a kernel or argument name may hold any
+// bytes. Json: the body of a JSON string, valid UTF-8 with every control
+// character and every line separator (U+0085, U+2028, U+2029) escaped.
+// Text: one line of the text format, no control character (ESC included)
+// left raw. Either way, bytes that are not UTF-8 become "\xNN".
+enum class Escape { Json, Text };
+std::string escaped(const std::string& s, Escape how);
+
 } // namespace aoti_debug_printer

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -309,6 +310,42 @@ TEST_CASE("snapshots are never overwritten and names cannot escape",
   }
   CHECK(count == 3);
   CHECK_FALSE(fs::exists(s.dir / "etc"));
+}
+
+TEST_CASE("names are data: any bytes stay one valid UTF-8 line, and file names stay short",
+          "[aoti_torch_save_tensor_handle]") {
+  Scratch s;
+  at::Tensor t = at::ones({2});
+  // Not UTF-8, a line separator, a newline and a terminal escape.
+  const std::string hostile = "k\xff\xfe\xe2\x80\xa8x\n[aoti-debug-printer] forged\x1b[31m";
+  REQUIRE(aoti_debug_printer_set_option("format", "jsonl") == 0);
+  aoti_debug_printer_tensor(AOTI_DEBUG_PRINTER_PRINT, 1, hostile.c_str(), "x", handle(t));
+  const std::string jsonl = s.output();
+  CHECK(std::count(jsonl.begin(), jsonl.end(), '\n') == 1);
+  REQUIRE(aoti_debug_printer_set_option("format", "text") == 0);
+  aoti_debug_printer_tensor(AOTI_DEBUG_PRINTER_PRINT, 1, hostile.c_str(), "x", handle(t));
+  const std::string out = s.output();
+  // Every byte ASCII (the only non-ASCII ones were escaped), and no line
+  // the name forged.
+  CHECK(std::all_of(out.begin(), out.end(), [](char c) { return (c & 0x80) == 0; }));
+  CHECK(out.find('\x1b') == std::string::npos);
+  CHECK(out.find("\n[aoti-debug-printer] forged") == std::string::npos);
+  CHECK(out.find("\"kernel\": \"k\\\\xff\\\\xfe\\u2028x\\n[aoti-debug-printer] forged\\u001b[31m\"") !=
+        std::string::npos);
+  CHECK(out.find("after_launch k\\xff\\xfe\\u2028x\\n[aoti-debug-printer] forged\\x1b[31m x") !=
+        std::string::npos);
+
+  // Upstream's save takes a launch prefix of any length: the file name is
+  // capped (with a digest), the snapshot and its record kept whole.
+  const std::string prefix(100000, 'p'), kernel(300, 'k'), name(300, 'n');
+  aoti_torch_save_tensor_handle(handle(t), name.c_str(), prefix.c_str(), kernel.c_str());
+  aoti_torch_save_tensor_handle(handle(t), (name + "2").c_str(), prefix.c_str(), kernel.c_str());
+  const std::vector<fs::path> files = s.snapshots();
+  REQUIRE(files.size() == 2);
+  CHECK(files[0].filename() != files[1].filename());
+  for (const auto& f : files) CHECK(f.filename().string().size() < 255);
+  const std::string manifest = slurp(s.dump / "manifest.jsonl");
+  CHECK(manifest.find("\"arg\": \"" + name + "2\"") != std::string::npos);
 }
 
 TEST_CASE("an unusable dump directory gives one error and no exception",
