@@ -177,6 +177,75 @@ def test_cli_reports_a_missing_dump_clearly(tmp_path):
     assert "no such dump" in done.stderr
 
 
+def _spoil(dump: Path, how: str) -> str:
+    """Spoils a real level-1 dump as a crash, a full disk or a hostile file
+    would; returns what the one error line must say ("" where the dump must
+    still be read, with a warning)."""
+    manifest = dump / "manifest.jsonl"
+    lines = manifest.read_bytes().split(b"\n")[:-1]
+    records = [i for i, line in enumerate(lines) if b'"file"' in line]
+    first = json.loads(lines[records[0]])
+    tail = b""
+    expected = {
+        "text_line": "manifest.jsonl:3: not a JSON record",
+        "json_array": "manifest.jsonl:3: not a record of aoti-debug-printer",
+        "not_utf8": "manifest.jsonl:3: not UTF-8",
+        "path_escape": f"manifest.jsonl:{records[0] + 1}: names a file outside the dump",
+        "truncated_pt": first["file"],
+        "torn_last_line": "",
+        "no_records": "holds no record",
+    }[how]
+    if how == "text_line":
+        lines.insert(2, b"some text that is not a record")
+    elif how == "json_array":
+        lines.insert(2, b"[1, 2]")
+    elif how == "not_utf8":
+        lines[2] = lines[2].replace(b'"run"', b'"\xff": 1, "run"')
+    elif how == "path_escape":
+        lines[records[0]] = lines[records[0]].replace(first["file"].encode(),
+                                                      b"../../elsewhere.pt")
+    elif how == "truncated_pt":
+        snapshot = dump / first["file"]
+        snapshot.write_bytes(snapshot.read_bytes()[:100])
+    elif how == "torn_last_line":
+        tail = lines[records[-1]][:40]  # a write cut off: no newline after it
+    elif how == "no_records":
+        lines = []
+    manifest.write_bytes(b"".join(line + b"\n" for line in lines) + tail)
+    return expected
+
+
+@pytest.mark.parametrize("how", ["text_line", "json_array", "not_utf8", "path_escape",
+                                 "truncated_pt", "torn_last_line", "no_records"])
+def test_a_spoiled_dump_gives_one_line_and_exit_2_or_is_read_with_a_warning(
+        how, level1_dump, tmp_path):
+    a, b = level1_dump("mlp", "a"), level1_dump("mlp", "b")
+    expected = _spoil(b, how)
+    runs = [cli("compare", a, b)]
+    if how != "truncated_pt":  # report reads records, not snapshots
+        runs.append(cli("report", b, "-o", tmp_path / "r.html"))
+    for done in runs:
+        if expected:
+            assert done.returncode == 2, done.stdout + done.stderr
+            assert done.stderr.count("\n") == 1 and expected in done.stderr, done.stderr
+        else:  # every whole record is used; the torn line is said, once
+            assert done.returncode == 0, done.stderr
+            assert done.stderr.count("a torn last line") == 1, done.stderr
+            assert "Traceback" not in done.stderr
+
+
+def test_text_that_is_not_a_dump_is_refused(tmp_path):
+    garbage = tmp_path / "garbage.txt"
+    garbage.write_text("hello\nworld\n")
+    for done in (cli("compare", garbage, garbage), cli("report", garbage)):
+        assert done.returncode == 2 and "holds no record" in done.stderr
+
+
+def test_diverge_on_a_directory_says_so(tmp_path):
+    done = cli("diverge", tmp_path)
+    assert done.returncode == 2 and "is a directory" in done.stderr
+
+
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Debian's chromium")
 def test_report_renders_in_headless_chromium(level1_dump, tmp_path):
     page = aoti_debug_printer.report(level1_dump("nan_maker", "nan"), tmp_path / "report.html")

@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         log.error("aoti-debug %s: %s", args.command, e)
         return 2
     except Exception as e:  # noqa: BLE001 - one line, never a traceback
-        from ._diverge import first_line
+        from ._dumps import first_line
 
         log.error("aoti-debug %s: %s: %s", args.command, type(e).__name__, first_line(e))
         return 2

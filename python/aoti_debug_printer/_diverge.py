@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._dumps import Record, load_dump, reason_kind
+from ._dumps import Record, first_line, load_dump, reason_kind
 from ._numerics import Environment, Verdict, dtype_name, judge, scale_of
 
 log = logging.getLogger(__name__)
@@ -37,12 +37,6 @@ log = logging.getLogger(__name__)
 class ProgramError(ValueError):
     """The program or inputs given to diverge cannot be used; the message
     says what to give instead."""
-
-
-def first_line(e: BaseException) -> str:
-    """An exception in one line: the first of its message, else its type."""
-    text = str(e).strip()
-    return text.splitlines()[0] if text else type(e).__name__
 
 
 @dataclass
@@ -82,6 +76,9 @@ def load_program(program):
     if not isinstance(program, (str, Path)):
         return program
     path = Path(program)
+    if path.is_dir():
+        raise ProgramError(f"{path} is a directory: give the exported program's file "
+                           "(torch.export.save), and a dump with --dump")
     if not path.is_file():
         raise ProgramError(f"no such file: {path}")
     if not zipfile.is_zipfile(path):

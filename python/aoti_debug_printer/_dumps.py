@@ -5,9 +5,18 @@ jsonl). One reader for `compare`, `report` and `diverge`."""
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger("aoti_debug_printer")
+
+
+def first_line(e: BaseException) -> str:
+    """An exception in one line: the first of its message, else its type."""
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
 
 
 @dataclass
@@ -73,11 +82,22 @@ class Record:
         return sum(s.get(k, 0) or 0 for k in ("nan", "pos_inf", "neg_inf"))
 
     def load(self):
+        """The snapshot's tensor; a ValueError naming the file where it is
+        missing, truncated or not a tensor."""
         import torch
 
         if self.path is None:
             return None
-        return torch.load(self.path, weights_only=True, map_location="cpu")
+        try:
+            value = torch.load(self.path, weights_only=True, map_location="cpu")
+        except FileNotFoundError:
+            raise ValueError(f"{self.path}: the snapshot the manifest names is missing") from None
+        except Exception as e:  # noqa: BLE001 - truncated, foreign or garbage: name the file
+            raise ValueError(f"{self.path}: not a snapshot aoti-debug-printer wrote, or a "
+                             f"truncated one ({first_line(e)})") from None
+        if not isinstance(value, torch.Tensor):
+            raise ValueError(f"{self.path}: holds a {type(value).__name__}, not a tensor")
+        return value
 
 
 @dataclass
@@ -88,6 +108,8 @@ class Dump:
     # (rank, run) -> the environment record of that run (level 1, this
     # version on): the numerics settings it ran in.
     environments: dict[tuple[int, int], dict[str, Any]] = field(default_factory=dict)
+    # What the reader skipped and why, one line each (a torn last line).
+    skipped: list[str] = field(default_factory=list)
 
     def environment(self, run: int = 0, rank: int | None = None):
         """The numerics Environment of one run, None where the dump does not
@@ -115,7 +137,11 @@ class Dump:
 
 def load_dump(source: str | Path) -> Dump:
     """A dump directory (its manifest.jsonl) or a records file (.jsonl).
-    Raises FileNotFoundError or ValueError with what is wrong."""
+    Raises FileNotFoundError or ValueError with what is wrong, naming the
+    file and line. A manifest's last line, cut off by a killed run or a
+    full disk, is skipped and said (Dump.skipped); any other line that is
+    not a record is an error. Lines end at "\\n" only: a name may hold any
+    other line separator."""
     source = Path(source)
     if source.is_file() and not _looks_like_text(source):
         raise ValueError(f"{source} is not a dump: give a level-1 dump directory or a JSON-lines "
@@ -124,25 +150,34 @@ def load_dump(source: str | Path) -> Dump:
         manifest = source / "manifest.jsonl"
         if not manifest.exists():
             raise FileNotFoundError(f"{source} has no manifest.jsonl (is it a level-1 dump?)")
-        lines, base = manifest.read_text().splitlines(), source
+        text, base, strict = manifest, source, True
     elif source.exists():
-        lines, base = source.read_text().splitlines(), source.parent
+        # A records file may hold other output between records (text
+        # records, a program's prints): only JSON objects are read.
+        text, base, strict = source, source.parent, False
     else:
         raise FileNotFoundError(f"no such dump: {source}")
+    data = text.read_bytes()
+    lines = data.split(b"\n")
+    torn_tail = bool(lines[-1])  # the last line has no newline: its write was cut off
+    if not torn_tail:
+        lines.pop()
     dump = Dump(source)
     runs: dict[tuple, int] = {}
     per_rank: dict[int, int] = {}
-    for n, line in enumerate(lines, 1):
-        if not line.strip() or not line.lstrip().startswith("{"):
-            continue  # text records mixed in: skipped, JSON lines only
+    for n, raw_line in enumerate(lines, 1):
+        where = f"{text}:{n}"
         try:
-            raw = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{source}:{n}: not a JSON record ({e})") from None
-        if not isinstance(raw, dict) or "event" not in raw:
-            raise ValueError(f"{source}:{n}: not a record of aoti-debug-printer")
-        if raw.get("event") == "tensor" and not {"phase", "kernel", "arg", "call"} <= raw.keys():
-            raise ValueError(f"{source}:{n}: a tensor record without phase, kernel, arg or call")
+            raw = _record(raw_line, where, strict)
+        except ValueError as e:
+            if torn_tail and n == len(lines):
+                dump.skipped.append(f"{where}: a torn last line (the run was killed or the disk "
+                                    "filled while writing it), skipped")
+                log.warning("%s", dump.skipped[-1])
+                break
+            raise ValueError(str(e)) from None
+        if raw is None:
+            continue
         if raw.get("event") not in ("tensor", "environment"):
             dump.events.append(raw)
             continue
@@ -157,9 +192,40 @@ def load_dump(source: str | Path) -> Dump:
         if raw["event"] == "environment":
             dump.environments.setdefault((rank, run), raw)
             continue
-        path = base / raw["file"] if "file" in raw else None
-        dump.records.append(Record(raw, run, path))
+        file = raw.get("file")
+        if file is not None and not _is_plain_file_name(file):
+            raise ValueError(f"{where}: names a file outside the dump ({file!r}); refused")
+        dump.records.append(Record(raw, run, base / file if file is not None else None))
+    if not dump.records and not dump.events:
+        raise ValueError(f"{source} holds no record of aoti-debug-printer")
     return dump
+
+
+def _record(line: bytes, where: str, strict: bool) -> dict[str, Any] | None:
+    """One line's record; None for a line a records file may hold besides
+    records; a ValueError for anything else."""
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{where}: not UTF-8 ({e.reason} at byte {e.start})") from None
+    if not text.strip() or (not strict and not text.lstrip().startswith("{")):
+        return None
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{where}: not a JSON record ({e})") from None
+    if not isinstance(raw, dict) or "event" not in raw:
+        raise ValueError(f"{where}: not a record of aoti-debug-printer")
+    if raw.get("event") == "tensor" and not {"phase", "kernel", "arg", "call"} <= raw.keys():
+        raise ValueError(f"{where}: a tensor record without phase, kernel, arg or call")
+    return raw
+
+
+def _is_plain_file_name(name) -> bool:
+    """A file directly in the dump directory: no separator, no "..", nothing
+    absolute."""
+    return (isinstance(name, str) and name not in ("", ".", "..") and "/" not in name
+            and "\\" not in name and "\0" not in name)
 
 
 def _looks_like_text(path: Path) -> bool:
