@@ -7,9 +7,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-from setuptools import Extension, setup
-from setuptools.command.build_ext import build_ext
-from setuptools.command.egg_info import egg_info
+import setuptools
+
+# With --no-build-isolation pip uses whatever setuptools is installed; an
+# older one fails on pyproject.toml's SPDX license with no hint of the fix.
+if int(setuptools.__version__.split(".")[0]) < 77:
+    sys.exit(f"aoti-debug-printer needs setuptools>=77 to build (this Python has "
+             f"{setuptools.__version__}): python -m pip install 'setuptools>=77'")
+
+from setuptools import Extension, setup  # noqa: E402
+from setuptools.command.build_ext import build_ext  # noqa: E402
+from setuptools.command.egg_info import egg_info  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent
 

@@ -118,3 +118,20 @@ def test_the_cache_tag_follows_what_generates_the_code(tmp_path):
 
     aoti_debug_printer.install()
     assert _install.cache_tag() in compiler_config.cache_key_tag.split("+")
+
+
+def test_an_old_setuptools_gets_one_line_naming_the_fix(tmp_path):
+    """pip install --no-build-isolation . uses the Python's own setuptools:
+    a fresh venv's (65.5 on Python 3.11) fails on the SPDX license field
+    with no hint; setup.py names the version it needs first."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", venv], check=True, timeout=300)
+    py = venv / "bin" / "python"
+    version = subprocess.run([py, "-c", "import setuptools; print(setuptools.__version__)"],
+                             capture_output=True, text=True).stdout.strip()
+    if not version or int(version.split(".")[0]) >= 77:
+        pytest.skip(f"this Python's venv brings setuptools {version or 'none'}")
+    done = subprocess.run([py, "-m", "pip", "install", "--no-build-isolation", "--no-deps",
+                           "--no-index", ROOT], capture_output=True, text=True, timeout=600)
+    assert done.returncode != 0
+    assert "needs setuptools>=77 to build" in done.stdout + done.stderr
