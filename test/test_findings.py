@@ -283,6 +283,27 @@ def test_diverge_for_real_users(tmp_path):
     assert "compared " in done.stdout and " values kernels wrote" in done.stdout
 
 
+def test_diverge_on_a_dump_judges_the_run_by_its_own_inputs(tmp_path):
+    """A dump recorded on other inputs than the program's examples: diverge
+    takes the inputs the dump saved (else every value would differ from an
+    eager run on the examples), and refuses --inputs that are not them."""
+    model, inputs, _ = finding_models.build("post_ln_mlp")
+    program = torch.export.export(model, inputs)
+    torch.export.save(program, tmp_path / "program.pt2")
+    other = (torch.randn(6, 32) * 3,)
+    dump = compile_and_dump(program, other, tmp_path / "dump")
+
+    done = cli("diverge", tmp_path / "program.pt2", "--dump", dump, "--quiet")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "no divergence from eager" in done.stdout
+
+    torch.save(inputs, tmp_path / "examples.pt")
+    done = cli("diverge", tmp_path / "program.pt2", "--dump", dump, "--inputs",
+               tmp_path / "examples.pt")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "differ from those the dump's run had" in done.stderr.splitlines()[-1]
+
+
 def test_diverge_leaves_the_process_as_it_found_it(tmp_path):
     model, inputs, _ = finding_models.build("reuse_chain")
     program = torch.export.export(model, inputs)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._dumps import Record, first_line, load_dump, reason_kind
+from ._dumps import Dump, Record, first_line, load_dump, reason_kind
 from ._numerics import Environment, Verdict, dtype_name, judge, scale_of
 
 log = logging.getLogger(__name__)
@@ -407,7 +407,7 @@ def match_dump(dump_source, program, args: tuple, kwargs: dict,
     import torch
 
     progress = progress or _Progress()
-    dump = load_dump(dump_source)
+    dump = dump_source if isinstance(dump_source, Dump) else load_dump(dump_source)
     if not dump.has_provenance:
         raise ProgramError(f"{dump.source} does not say what its buffers hold: compile the model "
                            "with this version of aoti-debug-printer at level 1")
@@ -806,6 +806,8 @@ def first_divergence_from_eager(program, inputs=None, dump=None,
     else:
         args, kwargs = _split_inputs(inputs, "inputs")
     if dump is not None:
+        dump = load_dump(dump)
+        args, kwargs = _inputs_of_the_run(dump, args, kwargs, given=inputs is not None)
         return match_dump(dump, program, args, kwargs, progress=steps)
     with tempfile.TemporaryDirectory(prefix="aoti-debug-diverge-") as tmp:
         patch = {"aot_inductor.debug_intermediate_value_printer": "1",
@@ -818,6 +820,35 @@ def first_divergence_from_eager(program, inputs=None, dump=None,
         with options(dump_dir=Path(tmp) / "dump", level=-1, trap=0, kernels=""):
             torch._inductor.aoti_load_package(package)(*args, **kwargs)
         return match_dump(Path(tmp) / "dump", program, args, kwargs, progress=steps)
+
+
+def _inputs_of_the_run(dump: Dump, args: tuple, kwargs: dict, given: bool) -> tuple[tuple, dict]:
+    """The inputs diverge evaluates eagerly, where the dump saved its first
+    run's model inputs (level 1): those, in place of the program's example
+    inputs; inputs the user gave must be them. Judging a run by other
+    inputs than its own would name kernels that did nothing wrong."""
+    import torch
+    from torch.utils import _pytree as pytree
+
+    first = [r for r in dump.records if r.run == 0 and r.raw["phase"] == "model_input"]
+    saved = [r for r in first if r.raw.get("rank", -1) == first[0].raw.get("rank", -1)] if first else []
+    flat, spec = pytree.tree_flatten((tuple(args), dict(kwargs or {})))
+    tensors = [i for i, x in enumerate(flat) if isinstance(x, torch.Tensor)]
+    if not saved or any(r.path is None for r in saved) or len(saved) != len(tensors):
+        return args, kwargs  # not saved, or not one per tensor input: as given
+    for k, (i, r) in enumerate(zip(tensors, saved)):
+        value = r.load()
+        if value.dtype != flat[i].dtype:
+            return args, kwargs  # not the program's inputs in order: as given
+        value = value.to(flat[i].device)
+        if given and (value.shape != flat[i].shape
+                      or not torch.equal(value.nan_to_num(), flat[i].nan_to_num())):
+            raise ProgramError(
+                f"the inputs given differ from those the dump's run had (tensor input {k}, "
+                f"{r.raw['arg']}): leave --inputs out to judge the run on its own inputs")
+        flat[i] = value
+    args, kwargs = pytree.tree_unflatten(flat, spec)
+    return tuple(args), kwargs
 
 
 def _relative(v: Verdict) -> str:
