@@ -164,6 +164,7 @@ std::string format_environment(const Where& where, const std::string& device) {
   return "{\"event\": \"environment\", \"run\": " + std::to_string(where.run) +
          ", \"rank\": " + std::to_string(where.rank) +
          ", \"pid\": " + std::to_string(static_cast<int64_t>(getpid())) +
+         ", \"process\": " + json_string(process_token()) +
          ", \"torch\": " + json_string(AOTI_DEBUG_PRINTER_TORCH_VERSION) + ", \"device\": " + json_string(name) +
          ", \"capability\": " + json_string(capability) +
          ", \"tf32_matmul\": " + json_flag([&] { return ctx.allowTF32CuBLAS(); }) +
@@ -182,7 +183,8 @@ std::string json_where(const Where& w) {
          ", \"rank\": " + std::to_string(w.rank) + ", \"node\": " + json_string(w.node) +
          ", \"role\": " + json_string(w.role) + ", \"why\": " + json_string(w.why) +
          (w.formula.empty() ? "" : ", \"formula\": " + json_string(w.formula)) +
-         ", \"pid\": " + std::to_string(static_cast<int64_t>(getpid()));
+         ", \"pid\": " + std::to_string(static_cast<int64_t>(getpid())) +
+         ", \"process\": " + json_string(process_token());
 }
 
 at::Tensor to_host(const at::Tensor& t) {

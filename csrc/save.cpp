@@ -6,10 +6,13 @@
 #include <torch/csrc/jit/serialization/pickle.h>
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <set>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -43,36 +46,76 @@ void write_all(int fd, const char* data, size_t size, const std::string& path) {
 // free name `stem.pt`, `stem-1.pt`, ...: link() never replaces an existing
 // file, so earlier snapshots (of this or another process) survive, and
 // readers never see a partial file.
+//
+// The temporary file is named by PID, the process token and a counter, so
+// no two processes' names collide (not even with one PID in two
+// containers), and it is locked (flock) while it exists: a run killed
+// mid-write leaves it unlocked, and the next run's first save in that
+// directory removes it (remove_leftovers).
+constexpr const char* kTmpPrefix = ".tmp-";
+
 std::string publish(const std::string& dir, const std::string& stem,
                     const std::vector<char>& bytes) {
   static std::atomic<uint64_t> tmp_counter{0};
-  const std::string tmp = dir + "/.tmp-" + std::to_string(getpid()) + "-" +
-                          std::to_string(tmp_counter.fetch_add(1)) + ".pt";
+  const std::string tmp = dir + "/" + kTmpPrefix + std::to_string(getpid()) + "-" +
+                          process_token() + "-" + std::to_string(tmp_counter.fetch_add(1)) + ".pt";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) fail("cannot create a file in", dir, errno);
+  const auto give_up = [&](const std::string& what, const std::string& path, int err) {
+    ::unlink(tmp.c_str());
+    ::close(fd);
+    fail(what, path, err);
+  };
+  ::flock(fd, LOCK_EX);
   try {
     write_all(fd, bytes.data(), bytes.size(), tmp);
-  } catch (...) {
-    ::close(fd);
+  } catch (const std::exception&) {
     ::unlink(tmp.c_str());
+    ::close(fd);
     throw;
   }
+  std::string name;
+  for (int attempt = 0;; ++attempt) {
+    name = stem + (attempt ? "-" + std::to_string(attempt) : "") + ".pt";
+    if (::link(tmp.c_str(), (dir + "/" + name).c_str()) == 0) break;
+    const int err = errno;
+    if (err != EEXIST || attempt > 10000) give_up("cannot create", dir + "/" + name, err);
+  }
+  ::unlink(tmp.c_str());
   if (::close(fd) != 0) {
     const int err = errno;
-    ::unlink(tmp.c_str());
-    fail("cannot write", tmp, err);
+    ::unlink((dir + "/" + name).c_str());
+    fail("cannot write", dir + "/" + name, err);
   }
-  for (int attempt = 0;; ++attempt) {
-    const std::string name = stem + (attempt ? "-" + std::to_string(attempt) : "") + ".pt";
-    if (::link(tmp.c_str(), (dir + "/" + name).c_str()) == 0) {
-      ::unlink(tmp.c_str());
-      return name;
-    }
-    const int err = errno;
-    if (err != EEXIST || attempt > 10000) {
-      ::unlink(tmp.c_str());
-      fail("cannot create", dir + "/" + name, err);
-    }
+  return name;
+}
+
+// Temporary files of runs that were killed while saving: unlocked, and not
+// touched for a minute (a writer locks its file right after creating it).
+void remove_leftovers(const std::string& dir) {
+  static std::mutex mu;
+  static std::set<std::string> cleaned;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!cleaned.insert(dir).second) return;
+  }
+  std::error_code ec;
+  int removed = 0;
+  const auto now = std::filesystem::file_time_type::clock::now();
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string file = entry.path().filename().string();
+    if (file.rfind(kTmpPrefix, 0) != 0 || entry.path().extension() != ".pt") continue;
+    std::error_code time_ec;
+    const auto touched = std::filesystem::last_write_time(entry.path(), time_ec);
+    if (time_ec || now - touched < std::chrono::minutes(1)) continue;
+    const int fd = ::open(entry.path().c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0 && ::unlink(entry.path().c_str()) == 0) ++removed;
+    ::close(fd);
+  }
+  if (removed > 0) {
+    report_note("removed " + std::to_string(removed) + " unfinished temporary file" +
+                (removed > 1 ? "s" : "") + " of a run killed while saving, in " + dir);
   }
 }
 
@@ -83,13 +126,19 @@ void append_line(const std::string& path, const std::string& line) {
   std::lock_guard<std::mutex> lock(mu);
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) fail("cannot open", path, errno);
-  try {
-    write_all(fd, line.data(), line.size(), path);
-  } catch (...) {
-    ::close(fd);
-    throw;
+  // One write() per line; where it is cut short (a full disk), what it
+  // wrote is cut off again: a line is in the file whole or not at all.
+  ssize_t n;
+  do {
+    n = ::write(fd, line.data(), line.size());
+  } while (n < 0 && errno == EINTR);
+  const int err = n < 0 ? errno : ENOSPC;
+  if (n >= 0 && static_cast<size_t>(n) < line.size()) {
+    const off_t end = ::lseek(fd, 0, SEEK_END);
+    if (end >= n && ::ftruncate(fd, end - n) != 0) { /* the reader skips a torn last line */ }
   }
   ::close(fd);
+  if (n < 0 || static_cast<size_t>(n) < line.size()) fail("cannot write", path, err);
 }
 
 // Python's torch.load rebuilds a LibTorch-pickled tensor through its legacy
@@ -251,6 +300,7 @@ void note_environment(const std::string& dir, const TensorRecord& record) {
 std::string save_snapshot(const std::string& dir, const TensorRecord& record,
                           const at::Tensor& host) {
   make_dir(dir);
+  remove_leftovers(dir);
   note_environment(dir, record);
 
   // A view of a larger buffer would drag the whole buffer into the file;

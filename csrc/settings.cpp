@@ -9,6 +9,7 @@
 #include <deque>
 #include <fnmatch.h>
 #include <mutex>
+#include <random>
 #include <stdexcept>
 
 namespace aoti_debug_printer {
@@ -385,6 +386,23 @@ size_t utf8_length(const std::string& s, size_t i) {
 }
 
 } // namespace
+
+void report_note(const std::string& message) {
+  const std::string line = "[aoti-debug-printer] note: " + escaped(message, Escape::Text) + "\n";
+  std::fwrite(line.data(), 1, line.size(), stderr);
+  std::fflush(stderr);
+}
+
+const std::string& process_token() {
+  static const std::string token = [] {
+    std::random_device random;
+    const uint64_t bits = (static_cast<uint64_t>(random()) << 32) ^ random();
+    char hex[24];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(bits));
+    return std::string(hex);
+  }();
+  return token;
+}
 
 std::string escaped(const std::string& s, Escape how) {
   const bool json = how == Escape::Json;

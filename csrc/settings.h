@@ -126,6 +126,12 @@ bool records_waiting();
 
 // The one place user-facing errors go (stderr, whatever the output is).
 void report_error(const std::string& message);
+// A note for the user on stderr: something was done that they should know of.
+void report_note(const std::string& message);
+
+// 16 hex digits drawn once per process: a process's records and temporary
+// files stay apart from another's that has the same PID (containers).
+const std::string& process_token();
 
 // Names are data, never markup: a kernel or argument name may hold any
 // bytes. Json: the body of a JSON string, valid UTF-8 with every control

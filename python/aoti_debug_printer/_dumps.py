@@ -184,7 +184,8 @@ def load_dump(source: str | Path) -> Dump:
         # Runs numbered per process and rank in order of appearance, so the
         # first run of one dump meets the first of the other.
         rank = raw.get("rank", -1)
-        run_id = (raw.get("pid"), rank, raw.get("run", -1))
+        # pid alone is not unique: two containers' processes may both be 1.
+        run_id = (raw.get("process"), raw.get("pid"), rank, raw.get("run", -1))
         if run_id not in runs:
             runs[run_id] = per_rank.get(rank, 0)
             per_rank[rank] = runs[run_id] + 1
@@ -198,6 +199,15 @@ def load_dump(source: str | Path) -> Dump:
         dump.records.append(Record(raw, run, base / file if file is not None else None))
     if not dump.records and not dump.events:
         raise ValueError(f"{source} holds no record of aoti-debug-printer")
+    if strict:
+        listed = {r.path.name for r in dump.records if r.path is not None}
+        orphans = sorted(p.name for p in source.glob("*.pt") if p.name not in listed)
+        if orphans:
+            dump.skipped.append(
+                f"{source}: {len(orphans)} snapshot(s) no manifest line lists (a run killed "
+                f"between saving and listing them), not read: {', '.join(orphans[:3])}"
+                + (", ..." if len(orphans) > 3 else ""))
+            log.warning("%s", dump.skipped[-1])
     return dump
 
 
