@@ -1,5 +1,6 @@
 #include "settings.h"
 
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +12,8 @@
 #include <mutex>
 #include <random>
 #include <stdexcept>
+#include <unistd.h>
+#include <vector>
 
 namespace aoti_debug_printer {
 namespace {
@@ -31,10 +34,47 @@ int64_t whole_number(const std::string& key, const std::string& value, int64_t m
   return n;
 }
 
+// The spellings of a switch, any case (Python's _autoload reads the same).
 bool flag(const std::string& key, const std::string& value) {
-  if (value == "1" || value == "on" || value == "true") return true;
-  if (value == "0" || value == "off" || value == "false") return false;
-  throw std::invalid_argument(key + " must be 1/on or 0/off, got '" + value + "'");
+  std::string v = value;
+  std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (v == "1" || v == "on" || v == "true" || v == "yes") return true;
+  if (v == "0" || v == "off" || v == "false" || v == "no") return false;
+  throw std::invalid_argument(key + " must be 1/0, on/off, true/false or yes/no, got '" + value +
+                              "'");
+}
+
+// Every value as set_option and the environment give it: surrounding
+// whitespace dropped (for every option, paths too), a NUL refused (it
+// would cut the value short where a C string is made of it).
+std::string cleaned(const std::string& key, const std::string& value) {
+  if (value.find('\0') != std::string::npos) {
+    throw std::invalid_argument(key + " must not contain a NUL byte");
+  }
+  const size_t b = value.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  return value.substr(b, value.find_last_not_of(" \t\r\n") - b + 1);
+}
+
+// Variables of this package that are not options: the Python entry
+// point's switch, the header's library path, and the test scripts' torch.
+constexpr const char* kOtherVariables[] = {
+    "AOTI_DEBUG_PRINTER_AUTOLOAD", "AOTI_DEBUG_PRINTER_LIBRARY", "AOTI_DEBUG_PRINTER_TORCH",
+    "AOTI_DEBUG_PRINTER_OTHER_PYTHON"};
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
 }
 
 // "0,2-3" -> [0,0], [2,3].
@@ -175,22 +215,43 @@ const OptionInfo& find_option(const std::string& key) {
   throw std::invalid_argument("unknown option '" + key + "' (known: " + known + ")");
 }
 
+// A misspelt variable would be ignored without a word: name the nearest.
+void warn_of_unknown_variables(const std::vector<std::string>& known) {
+  static const std::string prefix = "AOTI_DEBUG_PRINTER_";
+  for (char** e = environ; e && *e; ++e) {
+    const std::string entry = *e;
+    const std::string name = entry.substr(0, entry.find('='));
+    if (name.rfind(prefix, 0) != 0 ||
+        std::find(known.begin(), known.end(), name) != known.end()) {
+      continue;
+    }
+    const auto nearest = std::min_element(known.begin(), known.end(), [&](const auto& a, const auto& b) {
+      return edit_distance(name, a) < edit_distance(name, b);
+    });
+    report_error(name + " is not a variable of aoti-debug-printer (did you mean " + *nearest +
+                 "?); ignored");
+  }
+}
+
 Settings& settings() {
   // Read from the environment once; set_option() overrides afterwards. An
   // option's fallback variable (torchrun's RANK) is read before its own.
   static Settings s = [] {
     Settings init;
+    std::vector<std::string> known(std::begin(kOtherVariables), std::end(kOtherVariables));
     for (const OptionInfo& o : table()) {
+      known.emplace_back(o.env);
       for (const char* var : {o.fallback_env, o.env}) {
         const char* v = *var ? std::getenv(var) : nullptr;
         if (!v || !*v) continue;
         try {
-          o.apply(init, v);
+          o.apply(init, cleaned(var, v));
         } catch (const std::exception& e) {
           report_error(std::string(var) + ": " + e.what() + "; using the default");
         }
       }
     }
+    warn_of_unknown_variables(known);
     return init;
   }();
   return s;
@@ -229,7 +290,7 @@ void set_option(const std::string& key, const std::string& value) {
   std::lock_guard<std::mutex> lock(settings_mutex());
   const OptionInfo& option = find_option(key);
   Settings updated = settings();
-  option.apply(updated, value);
+  option.apply(updated, cleaned(key, value));
   settings() = updated;
   settings_version.fetch_add(1, std::memory_order_release);
 }

@@ -30,10 +30,20 @@ def test_import_torch_installs_without_importing_inductor():
     assert r.stdout.split() == ["True", "False", "False"]
 
 
-def test_autoload_can_be_turned_off():
+@pytest.mark.parametrize("value,installed", [("0", "False"), ("no", "False"), ("OFF", "False"),
+                                             ("false", "False"), ("1", "True"), ("yes", "True")])
+def test_autoload_can_be_turned_off(value, installed):
     r = python("import torch, aoti_debug_printer as a; print(a.is_installed())",
-               AOTI_DEBUG_PRINTER_AUTOLOAD="0")
-    assert r.stdout.split() == ["False"]
+               AOTI_DEBUG_PRINTER_AUTOLOAD=value)
+    assert r.stdout.split() == [installed], r.stderr
+    assert "AUTOLOAD" not in r.stderr
+
+
+def test_an_autoload_value_that_is_no_switch_says_so():
+    r = python("import torch, aoti_debug_printer as a; print(a.is_installed())",
+               AOTI_DEBUG_PRINTER_AUTOLOAD="")
+    assert r.stdout.split() == ["True"]
+    assert "AOTI_DEBUG_PRINTER_AUTOLOAD must be 1/0, on/off, true/false or yes/no" in r.stderr
 
 
 def test_install_and_uninstall_swap_the_manager():

@@ -219,6 +219,39 @@ def test_options_validate():
     assert {"output", "format", "dump_dir", "level", "kernels", "trap", "ranks"} <= set(keys)
 
 
+def test_option_values_are_read_one_way():
+    """Switches take the usual spellings in any case (Python's True too),
+    surrounding whitespace is dropped for every option, and a NUL is an
+    error, never a value cut short (output="x\\0.evil" would write to x)."""
+    from aoti_debug_printer._autoload import OFF, ON
+
+    with aoti_debug_printer.options():
+        for spelling in sorted(ON | OFF):
+            for written in (spelling, spelling.upper(), f" {spelling} "):
+                aoti_debug_printer.set_option("trap", written)
+                assert aoti_debug_printer.get_option("trap") == ("on" if spelling in ON else "off")
+        aoti_debug_printer.set_option("trap", True)
+        assert aoti_debug_printer.get_option("trap") == "on"
+        with pytest.raises(ValueError, match="1/0, on/off, true/false or yes/no"):
+            aoti_debug_printer.set_option("trap", "maybe")
+        for written in (" 2", "2 ", "\t2\n"):
+            aoti_debug_printer.set_option("max_values", written)
+            assert aoti_debug_printer.get_option("max_values") == "2"
+        before = aoti_debug_printer.get_option("output")
+        with pytest.raises(ValueError, match="NUL"):
+            aoti_debug_printer.set_option("output", "x\0.evil")
+        assert aoti_debug_printer.get_option("output") == before
+
+
+def test_a_misspelt_variable_is_named_with_the_nearest_one():
+    code = "import torch, aoti_debug_printer as a; print(a.get_option('level'))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "AOTI_DEBUG_PRINTER_LEVLE": "2"})
+    assert done.returncode == 0 and done.stdout.split() == ["-1"], done.stderr
+    assert done.stderr.count("AOTI_DEBUG_PRINTER_LEVLE") == 1
+    assert "did you mean AOTI_DEBUG_PRINTER_LEVEL?" in done.stderr
+
+
 def test_threads_write_whole_records(records):
     def work(i):
         _C.begin_run()

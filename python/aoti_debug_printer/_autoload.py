@@ -6,7 +6,7 @@ costs microseconds; the hook reads the level from Inductor's config when a
 wrapper is built, so level 0 keeps the generated code untouched and a level
 set later in the script (env var or config) still takes effect.
 
-AOTI_DEBUG_PRINTER_AUTOLOAD=0 opts out.
+AOTI_DEBUG_PRINTER_AUTOLOAD=0 (or off, false, no) opts out.
 """
 
 from __future__ import annotations
@@ -17,9 +17,19 @@ import os
 log = logging.getLogger(__name__)
 
 
+# A switch's spellings, any case: those of the shim's options (settings.cpp,
+# flag()), which this module must not load (test_install checks they agree).
+ON = frozenset({"1", "on", "true", "yes"})
+OFF = frozenset({"0", "off", "false", "no"})
+
+
 def activate() -> None:
-    if os.environ.get("AOTI_DEBUG_PRINTER_AUTOLOAD", "1") == "0":
+    value = os.environ.get("AOTI_DEBUG_PRINTER_AUTOLOAD")
+    if value is not None and value.strip().lower() in OFF:
         return
+    if value is not None and value.strip().lower() not in ON:
+        log.warning("AOTI_DEBUG_PRINTER_AUTOLOAD must be 1/0, on/off, true/false or yes/no, "
+                    "got %r; installing (the default)", value)
     try:
         from ._install import install
 
