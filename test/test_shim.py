@@ -345,3 +345,39 @@ def test_two_processes_with_one_pid_keep_their_runs_apart(tmp_path):
     assert len({r.raw["process"] for r in d.records}) == 2
     assert sorted({r.run for r in d.records}) == [0, 1] and len(d.records) == 4
 
+
+FULL_DISK = """
+set -e
+mount -t tmpfs -o size=1m tmpfs "$1"
+head -c 300000 /dev/zero > "$1/filler"
+python -c "$2" "$1/dump" 200 2> "$1/../first.err"
+rm "$1/filler"
+python -c "$2" "$1/dump" 5
+python -c "
+import sys, json
+from aoti_debug_printer._dumps import load_dump
+d = load_dump(sys.argv[1])
+print(json.dumps({'records': len(d.records), 'skipped': d.skipped,
+                  'loaded': sum(r.load().numel() == 4 << 20 for r in d.records)}))
+" "$1/dump"
+"""
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs util-linux's unshare")
+def test_a_full_disk_keeps_every_whole_record_and_the_next_run_appends_cleanly(tmp_path):
+    """Saving into a 1 MiB tmpfs until it is full: one error line, the
+    manifest holds only whole lines, and once space is freed the next run's
+    records are read after them."""
+    small = SAVER.replace("(4 << 20,)", "(20000,)")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    done = subprocess.run(["unshare", "-m", "bash", "-c", FULL_DISK.replace("4 << 20", "20000"),
+                           "full-disk", mnt, small], capture_output=True, text=True)
+    if done.returncode != 0 and ("unshare" in done.stderr or "mount" in done.stderr):
+        pytest.skip(f"no mount namespace or tmpfs here: {done.stderr.strip().splitlines()[-1]}")
+    assert done.returncode == 0, done.stderr
+    first = (tmp_path / "first.err").read_text()
+    assert "No space left on device" in first and first.count("ERROR") <= 2
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["skipped"] == [] and result["records"] == result["loaded"] >= 6
+
