@@ -14,10 +14,12 @@
 
 #include <dlfcn.h>
 #include <sys/stat.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -346,6 +348,26 @@ TEST_CASE("names are data: any bytes stay one valid UTF-8 line, and file names s
   for (const auto& f : files) CHECK(f.filename().string().size() < 255);
   const std::string manifest = slurp(s.dump / "manifest.jsonl");
   CHECK(manifest.find("\"arg\": \"" + name + "2\"") != std::string::npos);
+}
+
+TEST_CASE("a manifest line cut short by a full disk is cut off again",
+          "[aoti_debug_printer_tensor]") {
+  Scratch s;
+  fs::create_directories(s.dump);
+  const std::string whole = "{\"event\": \"launch\"}\n";
+  aoti_debug_printer::append_to_manifest(s.dump.string(), whole);
+  // The file may grow 10 bytes more: the next line's write() stops short,
+  // as on a full disk (SIGXFSZ ignored, so write() returns the short count).
+  struct rlimit saved {};
+  REQUIRE(getrlimit(RLIMIT_FSIZE, &saved) == 0);
+  struct rlimit tight = saved;
+  tight.rlim_cur = whole.size() + 10;
+  auto* previous = std::signal(SIGXFSZ, SIG_IGN);
+  REQUIRE(setrlimit(RLIMIT_FSIZE, &tight) == 0);
+  CHECK_THROWS(aoti_debug_printer::append_to_manifest(s.dump.string(), std::string(100, 'x') + "\n"));
+  setrlimit(RLIMIT_FSIZE, &saved);
+  std::signal(SIGXFSZ, previous);
+  CHECK(slurp(s.dump / "manifest.jsonl") == whole);
 }
 
 TEST_CASE("an unusable dump directory gives one error and no exception",
