@@ -123,11 +123,35 @@ def test_the_cache_tag_follows_what_generates_the_code(tmp_path):
     assert _install.cache_tag(copy) == first
     # Another installation (whose library path the code embeds) is another tag.
     assert _install.cache_tag(installed) != first
-    # And it is the tag Inductor's cache keys see.
-    from torch.compiler import config as compiler_config
 
-    aoti_debug_printer.install()
-    assert _install.cache_tag() in compiler_config.cache_key_tag.split("+")
+
+CACHED_COMPILE = """
+import sys, torch
+from torch._dynamo.utils import counters
+torch._inductor.config.aot_inductor.debug_intermediate_value_printer = sys.argv[1]
+torch.compile(lambda x: torch.sin(x) * 2 + 1)(torch.randn(8))
+print("cache", counters["inductor"]["fxgraph_cache_hit"], counters["inductor"]["fxgraph_cache_miss"])
+"""
+
+
+def test_the_cache_tag_keeps_level_0_on_the_stock_cache(tmp_path):
+    """At level 0 the code is stock PyTorch's: a compile with the package
+    installed is served the entry a compile without it made. At level 2 the
+    code is ours: it gets an entry of its own (then reused)."""
+    def cache(level: str, autoload: str) -> list[str]:
+        done = subprocess.run([sys.executable, "-c", CACHED_COMPILE, level], capture_output=True,
+                              text=True, timeout=600,
+                              env={**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path),
+                                   "AOTI_DEBUG_PRINTER_AUTOLOAD": autoload})
+        assert done.returncode == 0, done.stderr[-2000:]
+        return [line for line in done.stdout.splitlines() if line.startswith("cache ")][-1].split()[1:]
+
+    hit, miss = ["1", "0"], ["0", "1"]
+    assert cache("0", "0") == miss  # stock PyTorch fills the cache
+    assert cache("0", "1") == hit  # the package at level 0: the same entry
+    assert cache("2", "0") == miss
+    assert cache("2", "1") == miss  # the package's code at level 2: another entry
+    assert cache("2", "1") == hit
 
 
 def test_an_old_setuptools_gets_one_line_naming_the_fix(tmp_path):
