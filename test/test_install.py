@@ -169,3 +169,34 @@ def test_an_old_setuptools_gets_one_line_naming_the_fix(tmp_path):
                            "--no-index", ROOT], capture_output=True, text=True, timeout=600)
     assert done.returncode != 0
     assert "needs setuptools>=77 to build" in done.stdout + done.stderr
+
+
+def test_a_moved_hook_point_is_left_alone_and_says_what_is_lost(caplog):
+    """A wrapped Inductor method whose parameters moved is not wrapped (its
+    records would be wrong), and a missing one is not silent: one line per
+    feature, saying what users lose."""
+    import logging
+    from types import ModuleType
+
+    from aoti_debug_printer import _install
+
+    class CppWrapperCpu:  # as a future torch might have it
+        def generate_fallback_kernel_with_runtime_lookup_aot(self, op, raw_args, outputs):
+            return "stock"
+
+    original = CppWrapperCpu.generate_fallback_kernel_with_runtime_lookup_aot
+    module = ModuleType("torch._inductor.codegen.cpp_wrapper_cpu")
+    module.CppWrapperCpu = CppWrapperCpu
+    with caplog.at_level(logging.WARNING, logger="aoti_debug_printer"):
+        _install._record_fallback_calls_in(module)
+    assert CppWrapperCpu.generate_fallback_kernel_with_runtime_lookup_aot is original
+    lines = [r.getMessage() for r in caplog.records]
+    assert (f"aoti-debug-printer: torch {torch.__version__} changed "
+            "CppWrapperCpu.generate_fallback_kernel_with_runtime_lookup_aot (expected (op_overload, "
+            "raw_args, output_args), found (op, raw_args, outputs)); ops called through the proxy "
+            "executor get no records") in lines
+    # The three JIT methods it lacks, one line each; the one only some
+    # releases have (boxed) says nothing.
+    missing = [line for line in lines if " has no CppWrapperCpu." in line]
+    assert len(missing) == 3 and all("get no records" in line for line in missing), lines
+    assert not any("_boxed" in line for line in lines)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import importlib.abc
 import importlib.metadata
+import inspect
 import logging
 import re
 import sys
@@ -98,27 +99,46 @@ def _patch(module: ModuleType) -> None:
         _note_lines_in(module)
 
 
-def _wrap_method(module: ModuleType, class_name: str, attr: str, make, missing: str = "",
-                 inherited: bool = False) -> None:
+def _wrap_method(module: ModuleType, class_name: str, attr: str, make, lost: str,
+                 params: tuple[str, ...] = (), inherited: bool = False,
+                 optional: bool = False) -> None:
     """Replaces `class_name.attr` in `module` with make(original), once, and
-    remembers the original for uninstall(). `missing`: what users lose, said
-    in a warning when this torch has no such method."""
+    remembers the original for uninstall(). `params`: the parameters after
+    self that the replacement relies on, by name and in order. Where this
+    torch has no such method (unless `optional`: only some torch releases
+    have it), or its parameters moved, it is left alone and one warning says
+    what users lose (`lost`)."""
     cls = getattr(module, class_name, None)
     if cls is None:
         original = None
     else:
         original = getattr(cls, attr, None) if inherited else cls.__dict__.get(attr)
     if original is None:
-        if missing:
+        if not optional:
             log.warning("aoti-debug-printer: torch %s has no %s.%s; %s", _torch_version(),
-                        class_name, attr, missing)
+                        class_name, attr, lost)
         return
     if getattr(original, "_aoti_debug_printer", False):
+        return
+    found = _leading_parameters(original, len(params))
+    if params and found != list(params):
+        log.warning("aoti-debug-printer: torch %s changed %s.%s (expected (%s), found (%s)); %s",
+                    _torch_version(), class_name, attr, ", ".join(params),
+                    ", ".join(found or ["?"]), lost)
         return
     replacement = make(original)
     replacement._aoti_debug_printer = True
     _originals[f"{module.__name__}.{class_name}.{attr}"] = original
     setattr(cls, attr, replacement)
+
+
+def _leading_parameters(function, count: int) -> list[str]:
+    """The names of `function`'s first `count` parameters after self."""
+    try:
+        names = list(inspect.signature(function).parameters)
+    except (TypeError, ValueError):  # a builtin: no signature to read
+        return []
+    return names[1:1 + count]
 
 
 def _note_lines_in(module: ModuleType) -> None:
@@ -135,7 +155,9 @@ def _note_lines_in(module: ModuleType) -> None:
 
         return writeline
 
-    _wrap_method(module, "PythonWrapperCodegen", "writeline", make)
+    _wrap_method(module, "PythonWrapperCodegen", "writeline", make,
+                 "kernels get no provenance (diverge and compare find no node to match)",
+                 params=("line",))
 
 
 def _note_kernel_nodes_in(module: ModuleType, class_name: str) -> None:
@@ -153,7 +175,10 @@ def _note_kernel_nodes_in(module: ModuleType, class_name: str) -> None:
 
         return codegen_comment
 
-    _wrap_method(module, class_name, "codegen_comment", make)
+    # Backends that inherit it are covered by the base class's.
+    _wrap_method(module, class_name, "codegen_comment", make,
+                 "kernels get no provenance (diverge and compare find no node to match)",
+                 params=("node_schedule", "kernel_name"), optional=class_name != "BaseScheduling")
 
 
 def _record_fallback_calls_in(module: ModuleType) -> None:
@@ -205,17 +230,19 @@ def _record_fallback_calls_in(module: ModuleType) -> None:
         return make
 
     _wrap_method(module, "CppWrapperCpu", "generate_fallback_kernel_with_runtime_lookup_aot", make_aot,
-                 "ops called through the proxy executor get no records")
+                 "ops called through the proxy executor get no records",
+                 params=("op_overload", "raw_args", "output_args"))
     lost = "ops the JIT cpp_wrapper calls without a C shim get no records"
-    _wrap_method(module, "CppWrapperCpu", "generate_fallback_kernel_with_runtime_lookup", make_lookup, lost)
-    # (get_args, op_overload, output_args, outputs)
+    _wrap_method(module, "CppWrapperCpu", "generate_fallback_kernel_with_runtime_lookup", make_lookup,
+                 lost, params=("buf_name", "python_kernel_name", "get_args", "op_overload", "raw_args"))
     _wrap_method(module, "CppWrapperCpu", "generate_fallback_kernel_with_runtime_lookup_nopython",
-                 make_jit(2), lost)
-    # (op_overload, raw_args, output_args, outputs); torch 2.13 and later
-    _wrap_method(module, "CppWrapperCpu", "generate_fallback_kernel_with_runtime_lookup_boxed", make_jit(2))
-    # (buf_name, python_kernel_name, op_overload, raw_args, output_args, outputs)
+                 make_jit(2), lost, params=("get_args", "op_overload", "output_args"))
+    # torch 2.13 and later
+    _wrap_method(module, "CppWrapperCpu", "generate_fallback_kernel_with_runtime_lookup_boxed",
+                 make_jit(2), lost, params=("op_overload", "raw_args", "output_args"), optional=True)
     _wrap_method(module, "CppWrapperCpu", "generate_fallback_kernel_with_runtime_lookup_python",
-                 make_jit(4), lost)
+                 make_jit(4), lost,
+                 params=("buf_name", "python_kernel_name", "op_overload", "raw_args", "output_args"))
 
 
 def _record_python_fallback_calls_in(module: ModuleType) -> None:
@@ -234,7 +261,8 @@ def _record_python_fallback_calls_in(module: ModuleType) -> None:
         return _generate_extern_kernel_alloc_helper
 
     _wrap_method(module, "PythonWrapperCodegen", "_generate_extern_kernel_alloc_helper", make,
-                 "calls of custom ops and ATen fallbacks in the JIT Python wrapper get no records")
+                 "calls of custom ops and ATen fallbacks in the JIT Python wrapper get no records",
+                 params=("extern_kernel", "args"))
 
 
 def _wrap_python_cpu_kernel_calls(module: ModuleType) -> None:
@@ -256,7 +284,8 @@ def _wrap_python_cpu_kernel_calls(module: ModuleType) -> None:
         return generate_kernel_call_helper
 
     _wrap_method(module, "PythonWrapperCodegen", "_generate_kernel_call_helper", make,
-                 "C++ kernels in the JIT Python wrapper get no records", inherited=True)
+                 "C++ kernels in the JIT Python wrapper get no records",
+                 params=("kernel_name", "call_args", "device", "triton"), inherited=True)
 
 
 class _PatchingLoader(importlib.abc.Loader):
