@@ -281,11 +281,12 @@ void append_to_manifest(const std::string& dir, const std::string& line) {
   append_line(dir + "/manifest.jsonl", line);
 }
 
-// The run's environment record goes into a manifest before the run's first
-// snapshot there. A run belongs to one thread and its snapshots come in
-// order, so remembering the last (run, rank, directory) a thread noted is
-// enough: no lock and no set growing with every run.
-void note_environment(const std::string& dir, const TensorRecord& record) {
+// Before a run's first snapshot in a directory: the run's environment
+// record goes into its manifest, and temporary files killed runs left there
+// are removed. A run belongs to one thread and its snapshots come in order,
+// so remembering the last (run, rank, directory) a thread noted is enough:
+// no lock and no set growing with every run, and nothing per snapshot.
+void begin_saving(const std::string& dir, const TensorRecord& record) {
   struct Noted {
     int64_t run = -1, rank = -1;
     std::string dir;
@@ -293,6 +294,7 @@ void note_environment(const std::string& dir, const TensorRecord& record) {
   thread_local Noted last;
   const Where& w = record.where;
   if (last.run == w.run && last.rank == w.rank && last.dir == dir) return;
+  remove_leftovers(dir);
   append_line(dir + "/manifest.jsonl", format_environment(w, record.device));
   last = {w.run, w.rank, dir};
 }
@@ -300,8 +302,7 @@ void note_environment(const std::string& dir, const TensorRecord& record) {
 std::string save_snapshot(const std::string& dir, const TensorRecord& record,
                           const at::Tensor& host) {
   make_dir(dir);
-  remove_leftovers(dir);
-  note_environment(dir, record);
+  begin_saving(dir, record);
 
   // A view of a larger buffer would drag the whole buffer into the file;
   // save just the elements, in the view's shape.

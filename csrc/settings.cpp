@@ -417,11 +417,19 @@ bool records_waiting() {
   return !queue.items.empty();
 }
 
-void report_error(const std::string& message) {
-  const std::string line = "[aoti-debug-printer] ERROR: " + escaped(message, Escape::Text) + "\n";
+namespace {
+// One line on stderr, whatever the output is; the message escaped as text.
+void to_stderr(const char* kind, const std::string& message) {
+  const std::string line =
+      std::string("[aoti-debug-printer] ") + kind + escaped(message, Escape::Text) + "\n";
   std::fwrite(line.data(), 1, line.size(), stderr);
   std::fflush(stderr);
 }
+} // namespace
+
+void report_error(const std::string& message) { to_stderr("ERROR: ", message); }
+
+void report_note(const std::string& message) { to_stderr("note: ", message); }
 
 namespace {
 
@@ -448,12 +456,6 @@ size_t utf8_length(const std::string& s, size_t i) {
 
 } // namespace
 
-void report_note(const std::string& message) {
-  const std::string line = "[aoti-debug-printer] note: " + escaped(message, Escape::Text) + "\n";
-  std::fwrite(line.data(), 1, line.size(), stderr);
-  std::fflush(stderr);
-}
-
 const std::string& process_token() {
   static const std::string token = [] {
     std::random_device random;
@@ -473,31 +475,30 @@ std::string escaped(const std::string& s, Escape how) {
   for (size_t i = 0; i < s.size();) {
     const unsigned char b = static_cast<unsigned char>(s[i]);
     const size_t n = utf8_length(s, i);
+    const char* spelt = nullptr;  // what stands for the character, if not itself
     if (n == 0) {  // not UTF-8: the byte, spelt out
       std::snprintf(buf, sizeof buf, json ? "\\\\x%02x" : "\\x%02x", b);
-      out += buf;
-      ++i;
-      continue;
-    }
-    const std::string ch = s.substr(i, n);
-    i += n;
-    if (n == 1 && json && (b == '"' || b == '\\')) {
-      out += '\\';
-      out += ch;
+      spelt = buf;
+    } else if (n == 1 && json && (b == '"' || b == '\\')) {
+      spelt = b == '"' ? "\\\"" : "\\\\";
     } else if (n == 1 && (b < 0x20 || b == 0x7f)) {
-      const char* named = b == '\n' ? "\\n" : b == '\r' ? "\\r" : b == '\t' ? "\\t" : nullptr;
-      if (named) {
-        out += named;
-      } else {
+      spelt = b == '\n' ? "\\n" : b == '\r' ? "\\r" : b == '\t' ? "\\t" : nullptr;
+      if (!spelt) {
         std::snprintf(buf, sizeof buf, json ? "\\u%04x" : "\\x%02x", b);
-        out += buf;
+        spelt = buf;
       }
-    } else if (ch == "\xc2\x85" || ch == "\xe2\x80\xa8" || ch == "\xe2\x80\xa9") {
-      // Line separators to JavaScript and to Python's str.splitlines().
-      out += ch == "\xc2\x85" ? "\\u0085" : ch == "\xe2\x80\xa8" ? "\\u2028" : "\\u2029";
-    } else {
-      out += ch;
+    } else if (n == 2 && b == 0xc2 && static_cast<unsigned char>(s[i + 1]) == 0x85) {
+      spelt = "\\u0085";  // line separators to Python's str.splitlines() and JavaScript
+    } else if (n == 3 && b == 0xe2 && static_cast<unsigned char>(s[i + 1]) == 0x80 &&
+               (static_cast<unsigned char>(s[i + 2]) & 0xfe) == 0xa8) {
+      spelt = static_cast<unsigned char>(s[i + 2]) == 0xa8 ? "\\u2028" : "\\u2029";
     }
+    if (spelt) {
+      out += spelt;
+    } else {
+      out.append(s, i, n);
+    }
+    i += n ? n : 1;
   }
   return out;
 }

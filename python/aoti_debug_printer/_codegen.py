@@ -27,7 +27,7 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _NOT_VARIABLES = frozenset({"nullptr", "true", "false", "None", "True", "False", "kernels"})
 # A C-shim call's output that the call allocates, passed as `&bufN_handle`:
 # a handle that holds bufN once the call returns.
-_OUTPUT_HANDLE = re.compile(r"&(buf[0-9]+_handle)\Z")
+_OUTPUT_HANDLE = re.compile(r"&((buf[0-9]+)_handle)\Z")
 # How the Python wrapper refers to our module.
 _PY_MODULE = "_aoti_debug_printer"
 
@@ -116,22 +116,21 @@ def _is_buffer_or_input(name: str) -> bool:
     )
 
 
-def _removed_buffers() -> set[str]:
-    """Buffers nothing reads (an attention's unused log-sum-exp): the call
-    still writes them, but no value of the program is there to compare."""
+def _output_handles(args: list[Any]) -> list[str]:
+    """The handles (bufN_handle) of the outputs a C-shim call allocates,
+    but those of buffers nothing reads (an attention's unused log-sum-exp):
+    no value of the program is there to compare."""
     from torch._inductor.virtualized import V
 
-    return set(getattr(V.graph, "removed_buffers", ()))
-
-
-def _is_output_handle(name: str) -> bool:
-    return _OUTPUT_HANDLE.match("&" + name) is not None
+    removed = getattr(V.graph, "removed_buffers", ())
+    return [m.group(1) for a in args
+            if isinstance(a, str) and (m := _OUTPUT_HANDLE.match(a)) and m.group(2) not in removed]
 
 
 def _label(arg: str) -> str:
     """The recorded name: the C++ wrapper's copy_arrayref_tensor_to_tensor(x)
     is x, and an output handle bufN_handle is bufN."""
-    if _is_output_handle(arg):
+    if _OUTPUT_HANDLE.match("&" + arg):
         return arg[:-len("_handle")]
     return re.sub(r"^copy_arrayref_tensor_to_tensor\((.*)\)$", r"\1", arg)
 
@@ -163,8 +162,10 @@ class DebugPrinterManager:
         self._run_started = False
         self._provenance = Provenance()
         # Arguments that exist only once the kernel returns (the outputs of
-        # a proxy-executor call): recorded after launch only.
+        # a proxy-executor call, a C-shim call's output handles): recorded
+        # after launch only.
         self._outputs_made_by_call: frozenset[str] = frozenset()
+        self._handles: list[str] = []
         # What the kernel writes, where the caller knows it from the op's
         # schema; else the provenance reads it off the call line.
         self._writes_of_call: Writes | None = None
@@ -198,7 +199,8 @@ class DebugPrinterManager:
         # Kept as the caller's list and filtered at emission: the JIT wrapper
         # appends "out=buf" to it after this call, before entering.
         self.args_to_print_or_save = args_to_print_or_save
-        self._outputs_made_by_call = frozenset()
+        self._handles = _output_handles(args_to_print_or_save) if kernel_type == "extern" else []
+        self._outputs_made_by_call = frozenset(self._handles)
         self._writes_of_call = None
 
     def _names(self) -> list[str]:
@@ -207,10 +209,8 @@ class DebugPrinterManager:
         if self.kernel_type == "extern":
             # Only buffers, inputs and constants: extern argument lists also
             # carry dtypes and int arrays. An output the call allocates is
-            # recorded after it through its handle.
-            names = _variables(args, _is_buffer_or_input) + [
-                m.group(1) for a in args if isinstance(a, str) and (m := _OUTPUT_HANDLE.match(a))
-                and _label(m.group(1)) not in _removed_buffers()]
+            # recorded after it through its handle (set_printer_args).
+            names = _variables(args, _is_buffer_or_input) + self._handles
         else:
             names = _variables(args)
         if self.kernel_type == "cpp" and self.use_array_ref:
@@ -225,8 +225,7 @@ class DebugPrinterManager:
                                                       self._writes_of_call)
             self._writes_unseen = self._provenance.writes_unseen
         self._perform_debug_print_or_save_helper(
-            [n for n in names if n not in self._outputs_made_by_call and not _is_output_handle(n)],
-            self.kernel_name,
+            [n for n in names if n not in self._outputs_made_by_call], self.kernel_name,
             before_launch=True, arg_signatures=self.arg_signatures)
 
     def __exit__(self, *exc_info):
@@ -480,7 +479,7 @@ def extern_alloc_records(wrapper, extern_kernel, args: list[str]):
     made = [extern_kernel.get_name()] if one_tensor else []
     kernel = _op_name(op) if op is not None else extern_kernel.get_kernel_name()
     printer.set_printer_args(list(args) + made, kernel, None, None, "extern")
-    printer._outputs_made_by_call = frozenset(made)
+    printer._outputs_made_by_call |= frozenset(made)
     return printer
 
 
@@ -503,7 +502,7 @@ def _fallback_records_line():
                 self.printer.__exit__(None, None, None)
                 return
             self.printer.set_printer_args(self.args, self.kernel, None, None, "extern")
-            self.printer._outputs_made_by_call = self.made_by_call
+            self.printer._outputs_made_by_call |= self.made_by_call
             self.printer._writes_of_call = self.writes
             self.printer.__enter__()
 

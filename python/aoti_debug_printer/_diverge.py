@@ -439,7 +439,8 @@ def match_dump(dump_source, program, args: tuple, kwargs: dict,
                 first_of[r.node] = r
     device = next((r.raw.get("device") for r in first_run if r.raw.get("device")), "cpu")
     env = result.environment or Environment.current(device)
-    formats = _convolution_formats(program, candidates, formulas)
+    graph = _Graph(program)
+    formats = _convolution_formats(graph, candidates, formulas)
     bench_evaluation = Evaluation(program, truth=False, device=device, memory_formats=formats)
     _complete(formulas, compiled, bench_evaluation, program, env)
     keep = set(compiled).union(*(f.nodes for _, f in formulas))
@@ -456,7 +457,6 @@ def match_dump(dump_source, program, args: tuple, kwargs: dict,
         own_bench = Evaluation(program, truth=False, device=device,
                                memory_formats=formats).run(args, kwargs, keep, compiled)
     progress.phase(f"judging {len(candidates)} values")
-    graph = _Graph(program)
     for r in candidates:
         t = truth.get(r.node)
         if not isinstance(t, torch.Tensor):
@@ -608,14 +608,14 @@ def _memory_format(r: Record):
     return fmt if t.is_contiguous(memory_format=fmt) and not t.is_contiguous() else None
 
 
-def _convolution_formats(program, candidates: list[Record], formulas) -> dict[str, Any]:
+def _convolution_formats(graph: _Graph, candidates: list[Record], formulas) -> dict[str, Any]:
     """Convolution node -> the memory format its compiled value has: that of
     the buffer that holds it, or of the one its bias is added to."""
-    targets = {n.name: n.target for n in program.graph.nodes}
     formats = {}
     for node, r in ([(r.node, r) for r in candidates]
                     + [(f.completes[0], r) for r, f in formulas if f.completes]):
-        if _is_convolution(targets.get(node)) and (fmt := _memory_format(r)) is not None:
+        if (node in graph.nodes and _is_convolution(graph.nodes[node].target)
+                and (fmt := _memory_format(r)) is not None):
             formats[node] = fmt
     return formats
 

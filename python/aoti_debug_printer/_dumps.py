@@ -169,13 +169,13 @@ def load_dump(source: str | Path) -> Dump:
         where = f"{text}:{n}"
         try:
             raw = _record(raw_line, where, strict)
-        except ValueError as e:
+        except ValueError:
             if torn_tail and n == len(lines):
                 dump.skipped.append(f"{where}: a torn last line (the run was killed or the disk "
                                     "filled while writing it), skipped")
                 log.warning("%s", dump.skipped[-1])
                 break
-            raise ValueError(str(e)) from None
+            raise
         if raw is None:
             continue
         if raw.get("event") not in ("tensor", "environment"):

@@ -9,6 +9,7 @@ imports Inductor (which takes seconds) and `import torch` stays cheap.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.abc
 import importlib.metadata
@@ -348,6 +349,12 @@ def cache_tag(package_dir: Path = _PACKAGE_DIR) -> str:
     return _CACHE_TAG_PREFIX + digest.hexdigest()[:16]
 
 
+@functools.cache
+def _this_installation_tag() -> str:
+    """cache_tag() of the files this process runs: read once, not per compile."""
+    return cache_tag()
+
+
 def _tag_cache_keys_in(module: ModuleType) -> None:
     """Adds the tag to the key of a compile whose code this package writes
     (levels 1 to 3), and only there: at level 0 the code is stock
@@ -359,7 +366,7 @@ def _tag_cache_keys_in(module: ModuleType) -> None:
             original(self, *args, **kwargs)
             if _installed and _printing_requested():
                 tags = [t for t in str(getattr(self, "cache_key_tag", "")).split("+") if t]
-                self.cache_key_tag = "+".join(tags + [cache_tag()])
+                self.cache_key_tag = "+".join(tags + [_this_installation_tag()])
 
         return __init__
 

@@ -292,6 +292,7 @@ class _GraphFacts:
         layout (a convolution's channels-last input and weight): a
         pointwise buffer whose every element loads the source's element of
         the same index, and nothing else. "" for any other buffer."""
+        import sympy
         from torch._inductor import ir
 
         try:
@@ -306,7 +307,8 @@ class _GraphFacts:
                     or data.dtype != source.get_dtype()):
                 return ""
             # Both loaders, run on one index: the same single load, returned as is.
-            index = [sympy_index(f"copy_index{k}") for k in range(len(data.ranges))]
+            index = [sympy.Symbol(f"copy_index{k}", integer=True, nonnegative=True)
+                     for k in range(len(data.ranges))]
             if _loads(data.inner_fn, index) != _loads(source.make_loader(), index):
                 return ""
         except Exception:  # noqa: BLE001 - internals move between torch releases (or _NoFormula)
@@ -430,12 +432,6 @@ class _GraphFacts:
 
 class _NoFormula(Exception):
     """A value whose formula cannot be written exactly."""
-
-
-def sympy_index(name: str):
-    import sympy
-
-    return sympy.Symbol(name, integer=True, nonnegative=True)
 
 
 def _loads(loader, index) -> tuple:
