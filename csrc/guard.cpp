@@ -203,9 +203,10 @@ std::string save_copy(const Settings& settings, const Where& at, const at::Tenso
 
 std::string report(const Settings& settings, GuardFinding f) {
   emit(settings, format_guard(f, settings.format == Format::Jsonl));
-  if (settings.output != "stderr") report_error("write guard: " + f.message);
+  const std::string repro = note_finding_in_dump(settings.dump_dir, format_guard(f, true));
+  if (settings.output != "stderr") report_error("write guard: " + f.message + repro);
   state.entries.clear();  // the run stops here
-  return "write guard: " + f.message;
+  return "write guard: " + f.message + repro;
 }
 
 } // namespace

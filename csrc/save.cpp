@@ -276,6 +276,14 @@ static void make_dir(const std::string& dir) {
   if (ec) throw std::runtime_error("cannot create directory '" + dir + "': " + ec.message());
 }
 
+std::string note_finding_in_dump(const std::string& dir, const std::string& json_record) {
+  saving([&] { append_to_manifest(dir, json_record); });
+  // The kernel's arguments are all in the dump only when it ran at level 1:
+  // the run-time level switch saves them without recompiling.
+  return "; a one-kernel repro: aoti-debug repro " + dir +
+         " --package MODEL.pt2 (on a dump of a run at level 1: AOTI_DEBUG_PRINTER_LEVEL=1)";
+}
+
 void append_to_manifest(const std::string& dir, const std::string& line) {
   make_dir(dir);
   append_line(dir + "/manifest.jsonl", line);

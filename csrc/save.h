@@ -27,6 +27,12 @@ int64_t save_failures();
 // the directory if needed. Throws std::runtime_error like save_snapshot.
 void append_to_manifest(const std::string& dir, const std::string& line);
 
+// A finding (trap, guard, CUDA error) is also a line of the dump's manifest
+// (`json_record`, newline included), so that `aoti-debug repro DUMP` finds
+// it without the printed output. Returns the one-line pointer to that
+// command, for the finding's message.
+std::string note_finding_in_dump(const std::string& dir, const std::string& json_record);
+
 // A name part made safe for any file system: only [A-Za-z0-9_.-], no leading
 // dot, at most 80 characters. Kernel and argument names go through this, so
 // no name can leave the directory.

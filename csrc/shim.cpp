@@ -186,12 +186,16 @@ std::string launch(int32_t phase, const std::string& kernel, int32_t flags) {
       const Where w = where_now(phase, kernel, "");
       if (settings.replay) save_inputs(settings, w);
       emit(settings, format_cuda_error(w, error, state.watched, json));
+      const std::string repro =
+          settings.replay
+              ? note_finding_in_dump(settings.dump_dir, format_cuda_error(w, error, state.watched, true))
+              : "; AOTI_DEBUG_PRINTER_REPLAY=1 saves its arguments for a one-kernel repro";
       if (settings.output != "stderr") {
         report_error("CUDA error after kernel " + kernel + " (launch " + std::to_string(w.launch) +
-                     "): " + error);
+                     "): " + error + repro);
       }
       state.watched.clear();
-      return "kernel " + kernel + " (launch " + std::to_string(w.launch) + ") failed: " + error;
+      return "kernel " + kernel + " (launch " + std::to_string(w.launch) + ") failed: " + error + repro;
     }
   }
   if (phase == AOTI_DEBUG_PRINTER_AFTER_LAUNCH && state.guarding) {
@@ -302,11 +306,15 @@ Stop trap(const Settings& settings, const Where& where, const TensorStats& stats
         describe(input_where(where, a.name), a.host, host_contents(a.host, settings.max_values)));
     files.push_back(a.saved_as);
   }
-  emit(settings, format_trap(where, stats, "kernel " + where.kernel + " made NaN/Inf in " + where.arg,
-                             inputs, json, files));
-  return {AOTI_DEBUG_PRINTER_STOPPED_BY_TRAP, "NaN/Inf trap: kernel " + where.kernel + " (launch " +
-                                                  std::to_string(where.launch) + ") made NaN/Inf in " +
-                                                  where.arg};
+  const std::string what = "kernel " + where.kernel + " made NaN/Inf in " + where.arg;
+  emit(settings, format_trap(where, stats, what, inputs, json, files));
+  const std::string repro =
+      note_finding_in_dump(settings.dump_dir, format_trap(where, stats, what, inputs, true, files));
+  const std::string message = "NaN/Inf trap: kernel " + where.kernel + " (launch " +
+                              std::to_string(where.launch) + ") made NaN/Inf in " + where.arg + repro;
+  // The generated code's exception carries no more than the kernel's name.
+  if (settings.output != "stderr") report_error(message);
+  return {AOTI_DEBUG_PRINTER_STOPPED_BY_TRAP, message};
 }
 
 Stop guard_stop(const std::string& message) {

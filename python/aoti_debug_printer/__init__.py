@@ -36,6 +36,7 @@ __all__ = [
     "compare",
     "report",
     "first_divergence_from_eager",
+    "write_repro",
 ]
 
 
@@ -89,17 +90,32 @@ def report(dump, output="aoti-debug-report.html"):
     return write_report(dump, output)
 
 
-def first_divergence_from_eager(program, inputs=None, dump=None, imports=(), progress=False):
+def first_divergence_from_eager(program, inputs=None, dump=None, imports=(), progress=False,
+                                repro=None, package=None):
     """Compiles an exported program at level 1, runs it, and judges each
     value a kernel wrote against a float64 truth, beside a benchmark in the
     run's own dtypes and numerics settings; see `aoti-debug diverge` and
     docs/accuracy.md. `inputs`: a tuple of positional inputs or an (args,
-    kwargs) pair, default the program's example inputs. Leaves the
-    installation and every option as it found them. Returns a Divergence
-    (.first, .drift, .matches, .unmatched, .coverage())."""
+    kwargs) pair, default the program's example inputs. `repro`: a new
+    directory for a one-kernel repro of the first divergence (with `dump`,
+    `package` is the .pt2 its run loaded). Leaves the installation and every
+    option as it found them. Returns a Divergence (.first, .drift, .matches,
+    .unmatched, .coverage(), .repro)."""
     from ._diverge import first_divergence_from_eager as _diverge
 
-    return _diverge(program, inputs, dump=dump, imports=tuple(imports), progress=progress)
+    return _diverge(program, inputs, dump=dump, imports=tuple(imports), progress=progress,
+                    repro=repro, package=package)
+
+
+def write_repro(dump, package, directory, kernel=None, launch=None, call=None, imports=()):
+    """Writes a one-kernel repro of the dump's first finding (a trap, guard
+    or CUDA error record), or of the launch named; see `aoti-debug repro`
+    and docs/repro.md. Returns a Repro (.directory, .kernel, .kind, .bytes,
+    .seconds)."""
+    from ._repro import write_repro as _write
+
+    return _write(dump, package, directory, kernel=kernel, launch=launch, call=call,
+                  imports=tuple(imports))
 
 
 def library_path() -> str:

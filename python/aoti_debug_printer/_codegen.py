@@ -30,6 +30,10 @@ _NOT_VARIABLES = frozenset({"nullptr", "true", "false", "None", "True", "False",
 _OUTPUT_HANDLE = re.compile(r"&((buf[0-9]+)_handle)\Z")
 # How the Python wrapper refers to our module.
 _PY_MODULE = "_aoti_debug_printer"
+# Starts the comment before each recorded call of the C++ wrapper: the
+# call's arguments in order, literals included, for `aoti-debug repro` (see
+# _repro, which reads it back from the package).
+CALL_COMMENT = "// aoti-debug-printer call "
 
 # Values of the C enums in aoti_debug_printer.h.
 SAVE, PRINT, WATCH = 1, 2, 3
@@ -174,6 +178,9 @@ class DebugPrinterManager:
         self._held: tuple[dict[str, Held], dict[str, Held]] = ({}, {})
         # The kernel writes memory that none of its records name.
         self._writes_unseen = False
+        # An op's call in its schema's order (fallback_call_records), for
+        # the call comment; None for kernels whose argument list is the call.
+        self._op_call: dict | None = None
 
     # -- the protocol Inductor's wrappers use --------------------------------
 
@@ -202,6 +209,7 @@ class DebugPrinterManager:
         self._handles = _output_handles(args_to_print_or_save) if kernel_type == "extern" else []
         self._outputs_made_by_call = frozenset(self._handles)
         self._writes_of_call = None
+        self._op_call = None
 
     def _names(self) -> list[str]:
         args = [a[4:] if isinstance(a, str) and a.startswith("out=") else a
@@ -224,9 +232,30 @@ class DebugPrinterManager:
             self._held = self._provenance.kernel_call(self.kernel_name, [_label(n) for n in names],
                                                       self._writes_of_call)
             self._writes_unseen = self._provenance.writes_unseen
+        self._write_call_comment()
         self._perform_debug_print_or_save_helper(
             [n for n in names if n not in self._outputs_made_by_call], self.kernel_name,
             before_launch=True, arg_signatures=self.arg_signatures)
+
+    def _write_call_comment(self) -> None:
+        """The call as the kernel gets it, before its records: a generated
+        kernel's arguments in order (names and literals), or an op's in its
+        schema's order. Only in the C++ wrapper, whose source the package
+        keeps; ATen's C-shim calls have none (`repro` does not rebuild them)."""
+        import json
+
+        if (self.debug_printer_level is IntermediateValueDebuggingLevel.OFF or self._skip_kernel
+                or not self._cpp() or not self.kernel_filter(self.kernel_name)):
+            return
+        if self._op_call is not None:
+            call = {"kernel": self.kernel_name, **self._op_call}
+        elif self.kernel_type != "extern":
+            call = {"kernel": self.kernel_name,
+                    "args": [_label(a) if isinstance(a, str) else str(a)
+                             for a in self.args_to_print_or_save]}
+        else:
+            return
+        self._writeline(CALL_COMMENT + json.dumps(call))
 
     def __exit__(self, *exc_info):
         self._perform_debug_print_or_save_helper(
@@ -458,7 +487,9 @@ def fallback_call_records(wrapper, op, raw_args, output_args):
     mutated = frozenset(_declared_writes(op, raw_args)) | (frozenset(returned) & frozenset(inputs))
     writes = Writes(frozenset(outputs), mutated, frozenset(outputs))
     line = _fallback_records_line()
-    wrapper.writeline(line(printer, _op_name(op), inputs + outputs, frozenset(outputs), writes))
+    call = {"op": _op_name(op), "args": [_encoded(v) for v in raw_args], "outputs": outputs}
+    wrapper.writeline(line(printer, _op_name(op), inputs + outputs, frozenset(outputs), writes,
+                           call))
     yield
     wrapper.writeline(line(printer))
 
@@ -493,9 +524,10 @@ def _fallback_records_line():
         """Rendered as the before-launch records of an op's call (with
         `kernel`), or its after-launch records (without)."""
 
-        def __init__(self, printer, kernel=None, args=(), made_by_call=frozenset(), writes=None):
+        def __init__(self, printer, kernel=None, args=(), made_by_call=frozenset(), writes=None,
+                     call=None):
             self.printer, self.kernel, self.args = printer, kernel, list(args)
-            self.made_by_call, self.writes = made_by_call, writes
+            self.made_by_call, self.writes, self.call = made_by_call, writes, call
 
         def codegen(self, code) -> None:
             if self.kernel is None:
@@ -504,6 +536,7 @@ def _fallback_records_line():
             self.printer.set_printer_args(self.args, self.kernel, None, None, "extern")
             self.printer._outputs_made_by_call |= self.made_by_call
             self.printer._writes_of_call = self.writes
+            self.printer._op_call = self.call
             self.printer.__enter__()
 
     return FallbackCallRecords
@@ -514,3 +547,26 @@ def _flatten(values) -> list:
     for value in values or []:
         out += _flatten(value) if isinstance(value, (list, tuple)) else [value]
     return out
+
+
+def _encoded(value):
+    """An op argument for the call comment: a buffer as {"buffer": name},
+    a view of one (which no record names) as {"view": null}, a literal as
+    itself, anything else as {"expr": text}."""
+    import torch
+    from torch._inductor import ir
+
+    if isinstance(value, (list, tuple)):
+        return [_encoded(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, ir.ReinterpretView):
+        return {"view": None}
+    if isinstance(value, ir.IRNode):
+        try:
+            return {"buffer": value.get_name()}
+        except (AttributeError, NotImplementedError):
+            return {"expr": str(value)}
+    if isinstance(value, torch.dtype):
+        return {"dtype": str(value).removeprefix("torch.")}
+    return {"expr": str(value)}

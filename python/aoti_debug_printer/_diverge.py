@@ -46,6 +46,8 @@ class Divergence:
     unmatched: list[tuple[Record, str]] = field(default_factory=list)
     # The numerics settings of the compiled run the benchmark was made under.
     environment: Environment | None = None
+    # The one-kernel repro written of the first divergence (`repro=`).
+    repro: Any = None
 
     @property
     def first(self) -> Match | None:
@@ -393,6 +395,9 @@ class Match:
     # Whether that region reaches back to the model inputs: no value before
     # it was saved, so its own error is its accumulated one.
     from_model_inputs: bool = False
+    # Where its own error is beyond the bar: the float64 truth it was judged
+    # by (on the compiled run's own inputs), for a repro's expected value.
+    expected: Any = None
 
     @property
     def diverged(self) -> bool:
@@ -470,10 +475,11 @@ def match_dump(dump_source, program, args: tuple, kwargs: dict,
         # through a reshape): the same elements in the same order.
         value = value.reshape(t.shape)
         region, from_inputs = _region(graph, r.node, compiled)
+        own = judge(value, own_bench[r.node], own_truth[r.node],
+                    own_truth_evaluation.terms.get(r.node))
         result.matches.append(Match(
-            r, r.node,
-            judge(value, own_bench[r.node], own_truth[r.node], own_truth_evaluation.terms.get(r.node)),
-            judge(value, bench[r.node], t, truth_evaluation.terms.get(r.node)), region, from_inputs))
+            r, r.node, own, judge(value, bench[r.node], t, truth_evaluation.terms.get(r.node)),
+            region, from_inputs, own_truth[r.node] if own.diverged else None))
     if formulas:
         progress.phase(f"judging {len(formulas)} values by their formulas")
         _judge_formulas(result, formulas, program, args, kwargs, env, compiled,
@@ -780,14 +786,17 @@ def _installed_for_the_compile():
 
 
 def first_divergence_from_eager(program, inputs=None, dump=None,
-                                imports: tuple[str, ...] = (), progress: bool = False) -> Divergence:
+                                imports: tuple[str, ...] = (), progress: bool = False,
+                                repro=None, package=None) -> Divergence:
     """Compiles `program` (an ExportedProgram or a torch.export.save file)
     with AOTInductor at level 1, runs it once on `inputs` (a tuple, or an
     (args, kwargs) pair; default: the program's example inputs), and judges
     the values its kernels wrote against the float64 truth. With `dump`,
     uses that level-1 dump of one run on the same inputs instead of
     compiling. `imports`: modules to import first (custom ops,
-    decompositions). `progress`: a line on stderr per long phase."""
+    decompositions). `progress`: a line on stderr per long phase. `repro`:
+    a new directory to write a one-kernel repro of the first divergence to
+    (with `dump`, `package` is the .pt2 its run loaded)."""
     import torch
 
     from ._options import options
@@ -808,7 +817,8 @@ def first_divergence_from_eager(program, inputs=None, dump=None,
     if dump is not None:
         dump = load_dump(dump)
         args, kwargs = _inputs_of_the_run(dump, args, kwargs, given=inputs is not None)
-        return match_dump(dump, program, args, kwargs, progress=steps)
+        result = match_dump(dump, program, args, kwargs, progress=steps)
+        return _with_repro(result, dump, package, repro, imports)
     with tempfile.TemporaryDirectory(prefix="aoti-debug-diverge-") as tmp:
         patch = {"aot_inductor.debug_intermediate_value_printer": "1",
                  "aot_inductor.filtered_kernel_names": None}
@@ -819,7 +829,29 @@ def first_divergence_from_eager(program, inputs=None, dump=None,
         steps.phase("running the compiled model once, saving what its kernels write")
         with options(dump_dir=Path(tmp) / "dump", level=-1, trap=0, kernels=""):
             torch._inductor.aoti_load_package(package)(*args, **kwargs)
-        return match_dump(Path(tmp) / "dump", program, args, kwargs, progress=steps)
+        result = match_dump(Path(tmp) / "dump", program, args, kwargs, progress=steps)
+        return _with_repro(result, Path(tmp) / "dump", package, repro, imports)
+
+
+def _with_repro(result: Divergence, dump, package, repro, imports) -> Divergence:
+    """Writes the repro of the first divergence, where asked and found:
+    its kernel's launch, checked against the truth by the verdict's bar."""
+    from ._repro import CLOSE, FINITE, IN_BOUNDS, UNCHANGED, Finding, write_repro
+
+    first = result.first
+    if repro is None or first is None:
+        return result
+    raw = first.record.raw
+    checks = [FINITE, UNCHANGED, IN_BOUNDS] + ([CLOSE] if first.expected is not None else [])
+    finding = Finding(
+        raw["kernel"], raw["launch"], raw["call"],
+        f"diverge: buffer {raw['arg']} = node {first.node} differs from eager beyond the bar "
+        f"({_relative(first.own)} times it)", checks, raw["arg"],
+        (raw.get("process"), raw.get("pid"), raw.get("rank", -1), raw.get("run", -1)),
+        first.expected, {"rms": first.own.bar_rms, "max": first.own.bar_max,
+                         "bad": first.own.benchmark.bad})
+    result.repro = write_repro(dump, package, repro, finding, imports=imports)
+    return result
 
 
 def _inputs_of_the_run(dump: Dump, args: tuple, kwargs: dict, given: bool) -> tuple[tuple, dict]:
@@ -873,6 +905,13 @@ def format_divergence(d: Divergence) -> str:
         lines.append(f"FIRST DIVERGENCE FROM EAGER: kernel {r['kernel']} (launch {r['launch']}), "
                      f"buffer {r['arg']} = node {first.node}")
         lines.extend(_explain(first))
+        if d.repro is not None:
+            from ._repro import format_repro
+
+            lines.append(format_repro(d.repro).rstrip("\n"))
+        else:
+            lines.append("  a one-kernel repro of it, on its real inputs: the same command with "
+                         "--repro DIR")
     else:
         r = drift.record.raw
         lines.append("no divergence from eager: every kernel's own error is within the "

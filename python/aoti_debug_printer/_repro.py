@@ -1,0 +1,445 @@
+"""`aoti-debug repro`: from a finding to one kernel, alone, on its real inputs.
+
+A finding (the trap, the write guard, a CUDA error, `diverge`, or a kernel
+the user names) points at one launch of one kernel in a level-1 dump. This
+module writes a directory that runs that launch again without the model,
+the dump or this package:
+
+    repro.py       builds and launches the kernel, checks what the finding
+                   says should hold, exits 1 while the bug is there
+    kernel.cpp     the kernel's source as Inductor generated it (or
+    kernel.py      the Triton kernel; an op has none: it is called by name)
+    args.pt        the kernel's arguments just before that launch, in call
+                   order: tensors (outputs as their layout only), scalars
+    recorded.pt    what the launch wrote in the run, where the dump holds it
+    expected.pt    the value the finding expected, where one is known
+    repro.json     what to check, and how the kernel is called
+
+Where things come from: the arguments and the findings from the dump, the
+source and each call's argument list (literals included, written by the
+codegen as `// aoti-debug-printer call {...}` before the call, see
+_codegen) from the AOTInductor package's generated C++.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import shutil
+import time
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ._codegen import CALL_COMMENT
+from ._dumps import Dump, Record, load_dump
+
+log = logging.getLogger("aoti_debug_printer")
+
+# The checks repro.py knows, by code (its text says them in words).
+FINITE = "finite"        # written arguments gain no NaN/Inf
+UNCHANGED = "unchanged"  # arguments the kernel only reads stay as they were
+CLOSE = "close"          # a written argument is within a bar of the expected value
+NO_ERROR = "no_error"    # the launch raises no error (a CUDA fault)
+IN_BOUNDS = "in_bounds"  # nothing outside the tensor arguments changes
+
+_FINDING_EVENTS = ("trap", "guard", "cuda_error")
+_INTEGER = re.compile(r"-?[0-9]+(?:[uU]?[lL]{0,2})\Z")
+_FLOAT = re.compile(r"-?(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)(?:[eE][-+]?[0-9]+)?[fF]?\Z")
+
+
+class ReproError(ValueError):
+    """What stops a repro from being written, in one line."""
+
+
+@dataclass
+class Finding:
+    """One launch of one kernel, and what should have held there."""
+
+    kernel: str
+    launch: int
+    call: int
+    what: str  # one line for people
+    checks: list[str]
+    arg: str = ""  # the argument concerned, where the finding names one
+    # The raw record's run identity, to find the launch's records.
+    run_id: tuple = ()
+    expected: Any = None  # CLOSE: the value `arg` should hold (float64)
+    bar: dict[str, float] = field(default_factory=dict)  # CLOSE: rms, max, bad
+
+
+@dataclass
+class Repro:
+    directory: Path
+    kernel: str
+    kind: str
+    bytes: int
+    seconds: float
+
+
+def _run_id(raw: dict) -> tuple:
+    return (raw.get("process"), raw.get("pid"), raw.get("rank", -1), raw.get("run", -1))
+
+
+def finding_in(dump: Dump, kernel: str | None = None, launch: int | None = None,
+               call: int | None = None) -> Finding:
+    """The finding to reproduce: the launch named (by launch index, or a
+    kernel and its call index, 0 by default), else the dump's first trap,
+    guard or CUDA error record."""
+    if kernel is not None or launch is not None:
+        for r in dump.records:
+            raw = r.raw
+            if raw["phase"] == "model_input" or r.run != 0:
+                continue
+            if ((launch is None or raw["launch"] == launch)
+                    and (kernel is None or raw["kernel"] == kernel)
+                    and (call is None or launch is not None or raw["call"] == call)
+                    and (call is not None or launch is not None or raw["call"] == 0)):
+                what = f"kernel {raw['kernel']} (launch {raw['launch']}), as the user named it"
+                return Finding(raw["kernel"], raw["launch"], raw["call"], what,
+                               [FINITE, UNCHANGED, IN_BOUNDS], run_id=_run_id(raw))
+        named = " ".join(x for x in (kernel and f"kernel {kernel}",
+                                     launch is not None and f"launch {launch}",
+                                     call is not None and f"call {call}") if x)
+        raise ReproError(f"{dump.source}: no record of {named} in its first run")
+    for ev in dump.events:
+        kind = ev.get("event")
+        if kind not in _FINDING_EVENTS:
+            continue
+        where = (ev.get("kernel", ""), ev.get("launch", -1), ev.get("call", -1))
+        if kind == "trap":
+            if not where[0]:
+                raise ReproError(f"{dump.source}: the trap found NaN/Inf in model input "
+                                 f"{ev.get('arg')}: no kernel made it, there is none to repro")
+            return Finding(*where, ev.get("message", "NaN/Inf trap"), [FINITE, IN_BOUNDS],
+                           ev.get("arg", ""), _run_id(ev))
+        if kind == "guard":
+            what = "write guard: " + ev.get("message", "")
+            if ev.get("kind") == "read_only_argument_changed":
+                return Finding(*where, what, [UNCHANGED, IN_BOUNDS], ev.get("arg", ""), _run_id(ev))
+            # Overwritten between its writer and its reader: the kernel that
+            # did it, where the guard saw it (AOTI_DEBUG_PRINTER_GUARD=2).
+            culprit = re.fullmatch(r"(.+) \(launch ([0-9]+)\)", ev.get("culprit") or "")
+            if culprit is None:
+                raise ReproError(
+                    f"{dump.source}: the guard found {ev.get('arg')} overwritten before its reader "
+                    "read it, and did not see which kernel did it: run again with "
+                    "AOTI_DEBUG_PRINTER_GUARD=2, whose record names it")
+            kernel, launch = culprit.group(1), int(culprit.group(2))
+            calls = [r.raw["call"] for r in dump.records
+                     if r.raw.get("launch") == launch and r.raw.get("kernel") == kernel
+                     and _run_id(r.raw) == _run_id(ev)]
+            if not calls:
+                raise ReproError(f"{dump.source}: no record of {kernel} (launch {launch}), which "
+                                 "the guard names: was its run saved at level 1?")
+            return Finding(kernel, launch, calls[0], what, [IN_BOUNDS, UNCHANGED], "", _run_id(ev))
+        return Finding(*where, f"CUDA error after kernel {where[0]}: {ev.get('error', '')}",
+                       [NO_ERROR, FINITE, UNCHANGED, IN_BOUNDS], run_id=_run_id(ev))
+    raise ReproError(f"{dump.source} holds no trap, guard or CUDA error record: name the launch "
+                     "(--kernel, --launch)")
+
+
+# -- the package ---------------------------------------------------------------
+
+@dataclass
+class _Package:
+    path: Path
+    sources: list[str]  # the generated C++ files' text, wrapper first
+
+    def calls_of(self, kernel: str) -> list[dict]:
+        """The call comments of `kernel`, in the order its calls run."""
+        out = []
+        for text in self.sources:
+            for line in text.splitlines():
+                at = line.find(CALL_COMMENT)
+                if at < 0:
+                    continue
+                try:
+                    call = json.loads(line[at + len(CALL_COMMENT):])
+                except ValueError:
+                    continue
+                if isinstance(call, dict) and call.get("kernel") == kernel:
+                    out.append(call)
+        return out
+
+    def cpp_kernel(self, kernel: str) -> tuple[str, list[str]] | None:
+        """A C++ kernel's definition and its parameters' types."""
+        head = re.compile(r'extern "C"\s+void\s+' + re.escape(kernel) + r"\s*\(([^)]*)\)\s*\{")
+        for text in self.sources:
+            m = head.search(text)
+            if m is None:
+                continue
+            end = _matching_brace(text, m.end() - 1)
+            params = [p.strip() for p in m.group(1).split(",") if p.strip()]
+            # A parameter is "TYPE NAME": the type is all but its last word.
+            types = [re.sub(r"\s*\b[A-Za-z_][A-Za-z0-9_]*\Z", "", p) for p in params]
+            return text[m.start():end + 1], types
+        return None
+
+    def triton_kernel(self, kernel: str) -> str | None:
+        """A Triton kernel's source, from the comment AOTInductor keeps of it
+        in the C++ wrapper function that launches it."""
+        head = re.compile(r"async_compile\.triton\(\s*['\"]" + re.escape(kernel)
+                          + r"['\"]\s*,\s*(?:r?)'''(.*?)'''", re.S)
+        for text in self.sources:
+            m = head.search(text)
+            if m is not None:
+                import textwrap
+
+                return textwrap.dedent(m.group(1)).strip("\n") + "\n"
+        return None
+
+
+def _matching_brace(text: str, at: int) -> int:
+    depth = 0
+    for i in range(at, len(text)):
+        if text[i] == "{":
+            depth += 1
+        elif text[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return i
+    raise ReproError("a kernel's definition in the package ends without its closing brace")
+
+
+def read_package(path: str | Path) -> _Package:
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no such package: {path}")
+    if not zipfile.is_zipfile(path):
+        raise ReproError(f"{path} is not an AOTInductor package (.pt2 from "
+                         "aoti_compile_and_package)")
+    sources = []
+    with zipfile.ZipFile(path) as z:
+        names = sorted((n for n in z.namelist() if n.endswith(".cpp") and "/aotinductor/" in n),
+                       key=lambda n: not n.endswith("wrapper.cpp"))
+        for name in names:
+            sources.append(z.read(name).decode("utf-8", "replace"))
+    if not sources:
+        raise ReproError(f"{path} holds no generated C++ (is it an AOTInductor package?)")
+    if not any(CALL_COMMENT in s for s in sources):
+        raise ReproError(f"{path} was not compiled by aoti-debug-printer at level 1, 2 or 3: its "
+                         "calls are not described; compile it again at level 1")
+    return _Package(path, sources)
+
+
+# -- the arguments -------------------------------------------------------------
+
+def _records_of_launch(dump: Dump, finding: Finding) -> tuple[list[Record], list[Record], list[dict]]:
+    """The launch's before- and after-launch tensor records, and its scalars."""
+    def here(raw):
+        same_run = not finding.run_id[0] and not finding.run_id[1] or _run_id(raw) == finding.run_id
+        return (same_run and raw.get("kernel") == finding.kernel
+                and raw.get("launch") == finding.launch)
+
+    before = [r for r in dump.records if r.raw["phase"] == "before_launch" and here(r.raw)]
+    after = [r for r in dump.records if r.raw["phase"] == "after_launch" and here(r.raw)]
+    scalars = [e for e in dump.events if e.get("event") == "scalar" and here(e)]
+    return before, after, scalars
+
+
+def _first_by_arg(records: list[Record]) -> dict[str, Record]:
+    out: dict[str, Record] = {}
+    for r in records:
+        out.setdefault(r.raw["arg"], r)
+    return out
+
+
+def _cuda_error_args(dump: Dump, finding: Finding) -> dict[str, dict]:
+    """A CUDA error record's arguments (layout, file), for a level-3 dump."""
+    for ev in dump.events:
+        if (ev.get("event") == "cuda_error" and ev.get("kernel") == finding.kernel
+                and ev.get("launch") == finding.launch):
+            return {a.get("arg"): a for a in ev.get("args") or [] if isinstance(a, dict)}
+    return {}
+
+
+def _tensor_argument(r: Record | None, fallback: dict | None, name: str):
+    """A tensor as it was before launch: its values where saved, else its
+    layout (an output not yet written: its memory held leftovers)."""
+    import torch
+
+    raw = r.raw if r is not None else fallback
+    dtype = getattr(torch, raw["dtype"], None)
+    if not isinstance(dtype, torch.dtype):
+        raise ReproError(f"argument {name} has dtype {raw['dtype']!r}, which this torch lacks")
+    shape = [int(s) for s in raw["shape"]]
+    stride = [int(s) for s in raw.get("stride") or _contiguous(shape)]
+    device = raw.get("device", "cpu")
+    path = r.path if r is not None else None
+    if path is None and fallback is not None and fallback.get("file"):
+        path = Path(fallback["file"])
+    if path is None:
+        return {"layout": {"shape": shape, "stride": stride, "dtype": dtype, "device": device}}
+    value = r.load() if r is not None and r.path is not None else _load_tensor(path)
+    strided = torch.empty_strided(shape, stride, dtype=dtype)
+    strided.copy_(value.reshape(shape))
+    return {"tensor": strided, "device": device}
+
+
+def _load_tensor(path: Path):
+    import torch
+
+    try:
+        return torch.load(path, weights_only=True, map_location="cpu")
+    except Exception as e:  # noqa: BLE001 - name the file
+        raise ReproError(f"{path}: cannot read the saved argument ({e})") from None
+
+
+def _contiguous(shape: list[int]) -> list[int]:
+    stride, step = [], 1
+    for s in reversed(shape):
+        stride.append(step)
+        step *= max(s, 1)
+    return stride[::-1]
+
+
+def _literal(text: str):
+    if text in ("nullptr", "None"):
+        return None
+    if text in ("true", "True"):
+        return True
+    if text in ("false", "False"):
+        return False
+    if _INTEGER.match(text):
+        return int(text.rstrip("uUlL"))
+    if _FLOAT.match(text):
+        return float(text.rstrip("fF"))
+    raise KeyError(text)
+
+
+def _scalar_value(event: dict):
+    text, kind = event.get("value", ""), event.get("type", "")
+    if kind == "bool":
+        return text in ("true", "1", "True")
+    return int(text) if kind.startswith(("int", "uint")) else float(text)
+
+
+# -- writing -------------------------------------------------------------------
+
+def write_repro(dump_source, package_path, out_dir, finding: Finding | None = None,
+                kernel: str | None = None, launch: int | None = None, call: int | None = None,
+                imports: tuple[str, ...] = ()) -> Repro:
+    """Writes the repro directory of `finding` (else the one `finding_in`
+    picks) into `out_dir`, which must not exist or be empty."""
+    import torch
+
+    started = time.perf_counter()
+    dump = dump_source if isinstance(dump_source, Dump) else load_dump(dump_source)
+    finding = finding or finding_in(dump, kernel, launch, call)
+    package = read_package(package_path)
+    out = Path(out_dir)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ReproError(f"{out} exists and is not an empty directory; give a new one")
+
+    calls = package.calls_of(finding.kernel)
+    if finding.call >= len(calls):
+        raise ReproError(f"{package.path} describes {len(calls)} call(s) of {finding.kernel}, and the "
+                         f"finding is its call {finding.call}: was the dump made by this package?")
+    call_spec = calls[finding.call]
+    before, after, scalars = _records_of_launch(dump, finding)
+    saved_before, saved_after = _first_by_arg(before), _first_by_arg(after)
+    watched = _cuda_error_args(dump, finding)
+    scalar_of = {e.get("arg"): e for e in scalars}
+
+    def tensor_or_value(name: str, position: str):
+        if name in saved_before or name in watched:
+            return _tensor_argument(saved_before.get(name), watched.get(name), name)
+        if name in saved_after and saved_after[name].raw.get("role") == "write":
+            return _tensor_argument(None, {**saved_after[name].raw, "file": None}, name)
+        if name in scalar_of:
+            return {"value": _scalar_value(scalar_of[name])}
+        try:
+            return {"value": _literal(name)}
+        except KeyError:
+            raise ReproError(f"{position} of {finding.kernel} is {name!r}: no record of the dump "
+                             "holds it and it is not a literal (was the dump saved at level 1, "
+                             "or with AOTI_DEBUG_PRINTER_REPLAY=1?)") from None
+
+    files: dict[str, str] = {}
+    spec: dict[str, Any] = {"kernel": finding.kernel, "finding": finding.what,
+                            "checks": finding.checks, "arg": finding.arg, "imports": list(imports)}
+    if "op" in call_spec:
+        spec["kind"] = "op"
+        spec["op"] = call_spec["op"]
+
+        def decode(v, where):
+            if isinstance(v, list):
+                return [decode(x, where) for x in v]
+            if isinstance(v, dict):
+                if "buffer" in v:
+                    return tensor_or_value(v["buffer"], where)
+                if "dtype" in v:
+                    return {"value": getattr(torch, v["dtype"])}
+                raise ReproError(f"{where} of {finding.kernel} is {v}: not rebuilt alone (a view "
+                                 "or an expression)")
+            return {"value": v}
+
+        args = [decode(v, f"argument {i}") for i, v in enumerate(call_spec.get("args", []))]
+        spec["outputs"] = list(call_spec.get("outputs", []))
+        names = _buffer_names(call_spec.get("args", []))
+    else:
+        names = list(call_spec.get("args", []))
+        args = [tensor_or_value(name, f"argument {i} ({name})") for i, name in enumerate(names)]
+        cpp = package.cpp_kernel(finding.kernel)
+        if cpp is not None:
+            source, types = cpp
+            if len(types) != len(args):
+                raise ReproError(f"{finding.kernel} takes {len(types)} parameters and its call "
+                                 f"passes {len(args)}")
+            spec.update(kind="cpp", argtypes=types, source="kernel.cpp")
+            files["kernel.cpp"] = "#include <torch/csrc/inductor/cpp_prefix.h>\n" + source + "\n"
+        else:
+            source = package.triton_kernel(finding.kernel)
+            if source is None:
+                raise ReproError(f"{package.path} holds no source of {finding.kernel} (neither a C++ "
+                                 "kernel nor a Triton kernel)")
+            spec.update(kind="triton", source="kernel.py")
+            files["kernel.py"] = source
+    spec["names"] = [n if isinstance(n, str) else "" for n in names]
+    # The after-launch role wins: before launch, an argument changed in place
+    # is recorded as one the kernel reads.
+    spec["roles"] = {n: r.raw.get("role", "") for n, r in {**saved_before, **saved_after}.items()}
+
+    recorded = {name: r.load() for name, r in saved_after.items()
+                if r.path is not None and name in spec["roles"]}
+    if finding.expected is not None:
+        spec["bar"] = finding.bar
+
+    out.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (out / name).write_text(text)
+    torch.save(_plain(args), out / "args.pt")
+    if recorded:
+        torch.save(recorded, out / "recorded.pt")
+    if finding.expected is not None:
+        torch.save(finding.expected.detach().to("cpu"), out / "expected.pt")
+    (out / "repro.json").write_text(json.dumps(spec, indent=1) + "\n")
+    template = Path(__file__).with_name("repro_template.py")
+    shutil.copyfile(template, out / "repro.py")
+    size = sum(p.stat().st_size for p in out.iterdir())
+    return Repro(out, finding.kernel, spec["kind"], size, time.perf_counter() - started)
+
+
+def _buffer_names(values) -> list:
+    out = []
+    for v in values:
+        if isinstance(v, list):
+            out += _buffer_names(v)
+        elif isinstance(v, dict) and "buffer" in v:
+            out.append(v["buffer"])
+    return out
+
+
+def _plain(args):
+    """Arguments as torch.load(weights_only=True) reads them back: tensors,
+    numbers, dtypes, lists and dicts of str."""
+    return [_plain(a) if isinstance(a, list) else a for a in args]
+
+
+def format_repro(r: Repro) -> str:
+    return (f"wrote {r.directory}: a one-kernel repro of {r.kernel} ({r.kind}), "
+            f"{r.bytes / 1024:.1f} KiB in {r.seconds:.2f} s\n"
+            f"  run it: python {r.directory / 'repro.py'}   (an edited kernel: --source FILE)\n")
