@@ -327,14 +327,18 @@ def write_repro(dump_source, package_path, out_dir, finding: Finding | None = No
     import torch
 
     started = time.perf_counter()
-    dump = dump_source if isinstance(dump_source, Dump) else load_dump(dump_source)
-    finding = finding or finding_in(dump, kernel, launch, call)
     package = read_package(package_path)
     out = Path(out_dir)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ReproError(f"{out} exists and is not an empty directory; give a new one")
+    dump = dump_source if isinstance(dump_source, Dump) else load_dump(dump_source)
+    finding = finding or finding_in(dump, kernel, launch, call)
 
     calls = package.calls_of(finding.kernel)
+    if not calls:
+        raise ReproError(f"{package.path} describes no call of {finding.kernel}: an ATen call "
+                         "through the C shim, which repro does not rebuild (its owner is ATen: "
+                         "call the op with the arguments the dump saved)")
     if finding.call >= len(calls):
         raise ReproError(f"{package.path} describes {len(calls)} call(s) of {finding.kernel}, and the "
                          f"finding is its call {finding.call}: was the dump made by this package?")
