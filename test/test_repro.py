@@ -21,6 +21,7 @@ import aoti_debug_printer
 import finding_models
 import models
 from aoti_debug_printer._cli import main as cli
+from aoti_debug_printer._dumps import load_dump
 
 pytestmark = pytest.mark.slow
 
@@ -106,7 +107,7 @@ def test_a_correct_kernel_repro_passes_bit_for_bit(package, tmp_path, capfd, dev
     dump = tmp_path / "dump"
     with aoti_debug_printer.options(dump_dir=dump):
         torch._inductor.aoti_load_package(str(path))(*inputs)
-    generated = next(r.raw["kernel"] for r in aoti_debug_printer._dumps.load_dump(dump).records
+    generated = next(r.raw["kernel"] for r in load_dump(dump).records
                      if r.raw["kernel"].startswith(("cpp_", "triton_")))
     write(dump, path, tmp_path / "repro", "--kernel", generated, capfd=capfd)
     ran = run_alone(tmp_path / "repro", tmp_path / "alone")

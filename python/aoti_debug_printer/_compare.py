@@ -314,6 +314,10 @@ def format_comparison(c: Comparison, top: int = 10) -> str:
     else:
         lines.append(f"FIRST DIVERGENCE: {_what(first, by_node)}")
         lines.append("  " + (first.problem or _explain(first)))
+        if c.b.is_dir() and first.b.raw.get("kernel"):
+            lines.append(f"  a one-kernel repro of B's launch: aoti-debug repro {c.b} --package "
+                         f"B.pt2 --launch {first.b.raw['launch']}  (B.pt2: the package B's run "
+                         "loaded)")
     if c.diverged:
         lines.append("")
         lines.append(f"{'worst offenders':<72}{'rel RMS':>10}{'inputs':>10}{'x bar':>8}  moved")

@@ -178,17 +178,25 @@ class _Package:
             return text[m.start():end + 1], types
         return None
 
-    def triton_kernel(self, kernel: str) -> str | None:
-        """A Triton kernel's source, from the comment AOTInductor keeps of it
-        in the C++ wrapper function that launches it."""
-        head = re.compile(r"async_compile\.triton\(\s*['\"]" + re.escape(kernel)
-                          + r"['\"]\s*,\s*(?:r?)'''(.*?)'''", re.S)
-        for text in self.sources:
-            m = head.search(text)
-            if m is not None:
-                import textwrap
+    def triton_kernel(self, kernel: str) -> tuple[str, str] | None:
+        """A Triton kernel's source and the name it defines, from the comment
+        AOTInductor keeps of it in the C++ function that launches it,
+        `call_KERNEL` (a user kernel's source defines its own name, without
+        Inductor's `_N` suffix)."""
+        import ast
+        import textwrap
 
-                return textwrap.dedent(m.group(1)).strip("\n") + "\n"
+        launcher = re.compile(r"void\s+call_" + re.escape(kernel) + r"\s*\(")
+        body = re.compile(r"async_compile\.triton\(\s*['\"]([A-Za-z_][A-Za-z0-9_]*)['\"]\s*,\s*"
+                          r"'''(.*?)'''", re.S)
+        for text in self.sources:
+            at = launcher.search(text)
+            m = body.search(text, at.end()) if at else None
+            if m is None:
+                continue
+            # The comment holds a Python string literal: read it as one.
+            source = ast.literal_eval("'''" + textwrap.dedent(m.group(2)) + "'''")
+            return source.strip("\n") + "\n", m.group(1)
         return None
 
 
@@ -396,12 +404,12 @@ def write_repro(dump_source, package_path, out_dir, finding: Finding | None = No
             spec.update(kind="cpp", argtypes=types, source="kernel.cpp")
             files["kernel.cpp"] = "#include <torch/csrc/inductor/cpp_prefix.h>\n" + source + "\n"
         else:
-            source = package.triton_kernel(finding.kernel)
-            if source is None:
+            triton = package.triton_kernel(finding.kernel)
+            if triton is None:
                 raise ReproError(f"{package.path} holds no source of {finding.kernel} (neither a C++ "
                                  "kernel nor a Triton kernel)")
-            spec.update(kind="triton", source="kernel.py")
-            files["kernel.py"] = source
+            spec.update(kind="triton", source="kernel.py", function=triton[1])
+            files["kernel.py"] = triton[0]
     spec["names"] = [n if isinstance(n, str) else "" for n in names]
     # The after-launch role wins: before launch, an argument changed in place
     # is recorded as one the kernel reads.

@@ -55,9 +55,10 @@ def load_kernel(spec: dict, source: Path | None):
         if not found:
             sys.exit(f"repro: {path} defines no function {name}")
         return CppPythonBindingsCodeCache.load_pybinding(spec["argtypes"], text)
-    kernel = getattr(_module(path), name, None)
+    function = spec.get("function", name)  # a user kernel keeps its own name
+    kernel = getattr(_module(path), function, None)
     if kernel is None:
-        sys.exit(f"repro: {path} defines no kernel {name}")
+        sys.exit(f"repro: {path} defines no kernel {function}")
     return kernel
 
 

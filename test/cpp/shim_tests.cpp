@@ -631,6 +631,10 @@ TEST_CASE("the NaN/Inf trap blames the kernel that made them", "[aoti_debug_prin
   CHECK(text.find("kernel k made NaN/Inf in out") != std::string::npos);
   CHECK(text.find("model input arg0 already holds NaN/Inf") != std::string::npos);
   CHECK(text.find("TRAP at after_launch k stale") == std::string::npos);
-  // The kernel's inputs were saved before launch.
+  // The kernel's inputs were saved before launch, and the finding is a line
+  // of the manifest beside them, for `aoti-debug repro`.
   CHECK(std::distance(fs::directory_iterator(s.dump), fs::directory_iterator()) >= 2);
+  const std::string manifest = slurp(s.dump / "manifest.jsonl");
+  CHECK(manifest.find("{\"event\": \"trap\", \"phase\": \"after_launch\", \"kernel\": \"k\", "
+                      "\"arg\": \"out\"") != std::string::npos);
 }
