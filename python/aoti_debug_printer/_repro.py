@@ -271,11 +271,13 @@ def _tensor_argument(r: Record | None, fallback: dict | None, name: str):
 
     raw = r.raw if r is not None else fallback
     dtype = getattr(torch, raw["dtype"], None)
+    # A copy saved from the host (the CUDA error check's replay) says where
+    # it was saved from; the error's own record says where the kernel had it.
+    device = (fallback or {}).get("device") or raw.get("device", "cpu")
     if not isinstance(dtype, torch.dtype):
         raise ReproError(f"argument {name} has dtype {raw['dtype']!r}, which this torch lacks")
     shape = [int(s) for s in raw["shape"]]
     stride = [int(s) for s in raw.get("stride") or _contiguous(shape)]
-    device = raw.get("device", "cpu")
     path = r.path if r is not None else None
     if path is None and fallback is not None and fallback.get("file"):
         path = Path(fallback["file"])
