@@ -154,8 +154,6 @@ def test_a_divergence_reproduces_and_a_fixed_kernel_passes(tmp_path, device, kin
 def test_a_faulting_kernel_faults_again_alone(tmp_path, capfd):
     """An illegal memory access at level 3 with replay: the repro re-launches
     the user Triton kernel on the arguments it had, and it faults again."""
-    import test_gpu  # noqa: F401 - its helpers and FAR
-
     from test_gpu import FAR, compile_gpu, run_child
 
     path = compile_gpu("far_write", 3, tmp_path / "far.pt2", None)

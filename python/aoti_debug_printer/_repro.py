@@ -24,7 +24,6 @@ _codegen) from the AOTInductor package's generated C++.
 from __future__ import annotations
 
 import json
-import logging
 import re
 import shutil
 import time
@@ -36,7 +35,6 @@ from typing import Any
 from ._codegen import CALL_COMMENT
 from ._dumps import Dump, Record, load_dump
 
-log = logging.getLogger("aoti_debug_printer")
 
 # The checks repro.py knows, by code (its text says them in words).
 FINITE = "finite"        # written arguments gain no NaN/Inf
@@ -89,14 +87,15 @@ def finding_in(dump: Dump, kernel: str | None = None, launch: int | None = None,
     kernel and its call index, 0 by default), else the dump's first trap,
     guard or CUDA error record."""
     if kernel is not None or launch is not None:
+        # A launch index names one call; a kernel alone means its first.
+        want_call = call if call is not None else (0 if launch is None else None)
         for r in dump.records:
             raw = r.raw
             if raw["phase"] == "model_input" or r.run != 0:
                 continue
             if ((launch is None or raw["launch"] == launch)
                     and (kernel is None or raw["kernel"] == kernel)
-                    and (call is None or launch is not None or raw["call"] == call)
-                    and (call is not None or launch is not None or raw["call"] == 0)):
+                    and (want_call is None or raw["call"] == want_call)):
                 what = f"kernel {raw['kernel']} (launch {raw['launch']}), as the user named it"
                 return Finding(raw["kernel"], raw["launch"], raw["call"], what,
                                [FINITE, UNCHANGED, IN_BOUNDS], run_id=_run_id(raw))
@@ -238,8 +237,7 @@ def read_package(path: str | Path) -> _Package:
 def _records_of_launch(dump: Dump, finding: Finding) -> tuple[list[Record], list[Record], list[dict]]:
     """The launch's before- and after-launch tensor records, and its scalars."""
     def here(raw):
-        same_run = not finding.run_id[0] and not finding.run_id[1] or _run_id(raw) == finding.run_id
-        return (same_run and raw.get("kernel") == finding.kernel
+        return (_run_id(raw) == finding.run_id and raw.get("kernel") == finding.kernel
                 and raw.get("launch") == finding.launch)
 
     before = [r for r in dump.records if r.raw["phase"] == "before_launch" and here(r.raw)]
@@ -417,15 +415,14 @@ def write_repro(dump_source, package_path, out_dir, finding: Finding | None = No
     # is recorded as one the kernel reads.
     spec["roles"] = {n: r.raw.get("role", "") for n, r in {**saved_before, **saved_after}.items()}
 
-    recorded = {name: r.load() for name, r in saved_after.items()
-                if r.path is not None and name in spec["roles"]}
+    recorded = {name: r.load() for name, r in saved_after.items() if r.path is not None}
     if finding.expected is not None:
         spec["bar"] = finding.bar
 
     out.mkdir(parents=True, exist_ok=True)
     for name, text in files.items():
         (out / name).write_text(text)
-    torch.save(_plain(args), out / "args.pt")
+    torch.save(args, out / "args.pt")
     if recorded:
         torch.save(recorded, out / "recorded.pt")
     if finding.expected is not None:
@@ -445,12 +442,6 @@ def _buffer_names(values) -> list:
         elif isinstance(v, dict) and "buffer" in v:
             out.append(v["buffer"])
     return out
-
-
-def _plain(args):
-    """Arguments as torch.load(weights_only=True) reads them back: tensors,
-    numbers, dtypes, lists and dicts of str."""
-    return [_plain(a) if isinstance(a, list) else a for a in args]
 
 
 def format_repro(r: Repro) -> str:
