@@ -50,13 +50,20 @@ def write(dump: Path, package: Path, out: Path, *extra: str, capfd) -> str:
     return said
 
 
+def run_to_a_finding(package, model: str, dump: Path, device: str = "cpu", **found_by) -> Path:
+    """Compiles `model` at level 1, runs it once into `dump` with the finder
+    `found_by` on (trap=1, guard=2), which stops the run; returns the .pt2."""
+    path = package(model, 1, device=device)
+    _, inputs = models.build(model, device)
+    with aoti_debug_printer.options(dump_dir=dump, **found_by), pytest.raises(RuntimeError):
+        torch._inductor.aoti_load_package(str(path))(*inputs)
+    return path
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_a_trap_finding_reproduces_the_nan(package, tmp_path, capfd, device):
-    path = package("nan_maker", 1, device=device)
-    _, inputs = models.build("nan_maker", device)
     dump = tmp_path / "dump"
-    with aoti_debug_printer.options(dump_dir=dump, trap=1), pytest.raises(RuntimeError):
-        torch._inductor.aoti_load_package(str(path))(*inputs)
+    path = run_to_a_finding(package, "nan_maker", dump, device, trap=1)
     # The finding names the command.
     assert f"aoti-debug repro {dump} --package" in capfd.readouterr().err
     write(dump, path, tmp_path / "repro", capfd=capfd)
@@ -71,11 +78,8 @@ def test_a_trap_finding_reproduces_the_nan(package, tmp_path, capfd, device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_a_guard_finding_of_an_op_changing_its_input_reproduces(package, tmp_path, capfd, device):
-    path = package("undeclared_mutation", 1, device=device)
-    _, inputs = models.build("undeclared_mutation", device)
     dump = tmp_path / "dump"
-    with aoti_debug_printer.options(dump_dir=dump, guard=1), pytest.raises(RuntimeError):
-        torch._inductor.aoti_load_package(str(path))(*inputs)
+    path = run_to_a_finding(package, "undeclared_mutation", dump, device, guard=1)
     write(dump, path, tmp_path / "repro", "--import", "models", capfd=capfd)
     shutil.rmtree(dump)
     ran = run_alone(tmp_path / "repro", tmp_path / "alone", op_module=True)
@@ -87,11 +91,8 @@ def test_a_guard_finding_of_an_op_changing_its_input_reproduces(package, tmp_pat
 def test_a_guard_finding_of_a_kernel_writing_past_its_output_reproduces(package, tmp_path, capfd):
     """The op writes the row after its output, into the model's other input:
     at guard=2 the guard names it, and its repro sees the write land outside."""
-    path = package("writes_past", 1)
-    _, inputs = models.build("writes_past")
     dump = tmp_path / "dump"
-    with aoti_debug_printer.options(dump_dir=dump, guard=2), pytest.raises(RuntimeError):
-        torch._inductor.aoti_load_package(str(path))(*inputs)
+    path = run_to_a_finding(package, "writes_past", dump, guard=2)
     write(dump, path, tmp_path / "repro", "--import", "models", capfd=capfd)
     ran = run_alone(tmp_path / "repro", tmp_path / "alone", op_module=True)
     assert ran.returncode == 1, ran.stdout + ran.stderr
