@@ -128,7 +128,7 @@ void aoti_debug_printer_float64(
     int32_t action, int32_t phase, const char* kernel, const char* arg, double value);
 void aoti_debug_printer_bool(
     int32_t action, int32_t phase, const char* kernel, const char* arg, int32_t value);
-// Run-time settings; see README ("Settings"). Returns 0 on success, nonzero
+// Run-time settings; see docs/usage.md ("Switches"). Returns 0 on success, nonzero
 // with a message on the output for an unknown key or a bad value.
 int32_t aoti_debug_printer_set_option(const char* key, const char* value);
 
