@@ -46,15 +46,22 @@ SETTINGS = ("matmul_high", "cudnn_tf32")
 SETTING_CASES = (("post_ln_mlp", "matmul_high"), ("gpt2", "matmul_high"), ("conv_bn", "cudnn_tf32"))
 # The cases compare runs, a CPU dump against a CUDA dump of one program.
 COMPARE_CORRECT = ("post_ln_mlp", "pre_ln_transformer", "conv_bn", "gpt2")
-COMPARE_PLANTED = (("post_ln_mlp", 1, "tanh_gelu"), ("post_ln_mlp", 2, "gelu_constant"),
-                   ("post_ln_mlp", 0, "bf16_reduction"), ("post_ln_mlp", 1, "half_kernel"),
-                   ("pre_ln_transformer", 0, "half_kernel"))
+COMPARE_PLANTED = (
+    ("post_ln_mlp", 1, "tanh_gelu"),
+    ("post_ln_mlp", 2, "gelu_constant"),
+    ("post_ln_mlp", 0, "bf16_reduction"),
+    ("post_ln_mlp", 1, "half_kernel"),
+    ("pre_ln_transformer", 0, "half_kernel"),
+)
 
 
 def old_tolerance(dtype: torch.dtype, device: str) -> tuple[float, float]:
     name = str(dtype).removeprefix("torch.")
-    if name == "float32" and device.startswith("cuda") and (
-            torch.backends.cudnn.allow_tf32 or torch.backends.cuda.matmul.allow_tf32):
+    if (
+        name == "float32"
+        and device.startswith("cuda")
+        and (torch.backends.cudnn.allow_tf32 or torch.backends.cuda.matmul.allow_tf32)
+    ):
         return OLD_TF32
     return OLD.get(name, (0.0, 0.0))
 
@@ -82,28 +89,35 @@ def diverge_case(model_name: str, position, kind, device: str, tmp: Path) -> str
     setting = None
     if kind in SETTINGS:  # a correct model under a numerics setting
         setting, kind = kind, None
-    model, inputs, dynamic = finding_models.build(model_name, plant_at=position, device=device,
-                                                  kind=kind or "affine")
+    model, inputs, dynamic = finding_models.build(
+        model_name, plant_at=position, device=device, kind=kind or "affine"
+    )
     program = torch.export.export(model, inputs, dynamic_shapes=dynamic)
     planted = planted_nodes(program, kind)
-    with (finding_models.numerics(setting) if setting else contextlib.nullcontext()):
-        with (finding_models.wrong_lowering(kind) if kind else contextlib.nullcontext()):
+    with finding_models.numerics(setting) if setting else contextlib.nullcontext():
+        with finding_models.wrong_lowering(kind) if kind else contextlib.nullcontext():
             dump = finding_models.compile_and_dump(
-                program, inputs, tmp / f"{model_name}-{position}-{kind}-{device}")
+                program, inputs, tmp / f"{model_name}-{position}-{kind}-{device}"
+            )
         found = aoti_debug_printer.first_divergence_from_eager(program, dump=dump)
     # The old rule: the first value with an element beyond the per-dtype
     # tolerance against eager in the program's own dtypes.
-    with (finding_models.numerics(setting) if setting else contextlib.nullcontext()):
+    with finding_models.numerics(setting) if setting else contextlib.nullcontext():
         eager = eager_values(program, *program.example_inputs)
     old = None
     for m in found.matches:
         if m.node not in eager:
             continue  # a value judged by its formula: the old rule had none
         got, want = m.record.load(), eager[m.node]
-        with (finding_models.numerics(setting) if setting else contextlib.nullcontext()):
+        with finding_models.numerics(setting) if setting else contextlib.nullcontext():
             rtol, atol = old_tolerance(want.dtype, device)
-        if not torch.isclose(got.reshape(want.shape).cpu().double(), want.cpu().double(),
-                             rtol=rtol, atol=atol, equal_nan=True).all():
+        if not torch.isclose(
+            got.reshape(want.shape).cpu().double(),
+            want.cpu().double(),
+            rtol=rtol,
+            atol=atol,
+            equal_nan=True,
+        ).all():
             old = m.record
             break
     named = found.first.record if found.first else None
@@ -111,30 +125,36 @@ def diverge_case(model_name: str, position, kind, device: str, tmp: Path) -> str
     others = max((m.own.ratio for m in found.matches if m.node not in planted), default=0.0)
     written, compared, reasons = found.coverage()
     drift = f" drift at {found.drift.node}" if found.drift else ""
-    return (f"{verdict(old, planted):<10} {verdict(named, planted):<10} planted/bar "
-            f"{max(ratios, default=0):.3g} others/bar {others:.3g} coverage {compared}/{written}"
-            f"{drift} not compared: {dict(reasons)}")
+    return (
+        f"{verdict(old, planted):<10} {verdict(named, planted):<10} planted/bar "
+        f"{max(ratios, default=0):.3g} others/bar {others:.3g} coverage {compared}/{written}"
+        f"{drift} not compared: {dict(reasons)}"
+    )
 
 
 def compare_case(model_name: str, position, kind, tmp: Path) -> str:
     dumps = {}
     for device in ("cpu", "cuda"):
-        model, inputs, dynamic = finding_models.build(model_name, plant_at=position, device=device,
-                                                      kind=kind or "affine")
+        model, inputs, dynamic = finding_models.build(
+            model_name, plant_at=position, device=device, kind=kind or "affine"
+        )
         program = torch.export.export(model, inputs, dynamic_shapes=dynamic)
         wrong = kind and device == "cuda"
-        with (finding_models.wrong_lowering(kind) if wrong else contextlib.nullcontext()):
+        with finding_models.wrong_lowering(kind) if wrong else contextlib.nullcontext():
             dumps[device] = finding_models.compile_and_dump(
-                program, inputs, tmp / f"{model_name}-{kind}-{device}")
+                program, inputs, tmp / f"{model_name}-{kind}-{device}"
+            )
         planted = planted_nodes(program, kind)
     new = aoti_debug_printer.compare(dumps["cpu"], dumps["cuda"])
     rtol, atol = old_tolerance(torch.float32, "cuda")
     old = aoti_debug_printer.compare(dumps["cpu"], dumps["cuda"], rtol=rtol, atol=atol)
     ratios = [d.ratio for d in new.compared if d.a.node in planted]
     others = max((d.ratio for d in new.compared if d.a.node not in planted), default=0.0)
-    return (f"{verdict(old.first and old.first.b, planted):<10} "
-            f"{verdict(new.first and new.first.b, planted):<10} planted/bar "
-            f"{max(ratios, default=0):.3g} others/bar {others:.3g} compared {len(new.compared)}")
+    return (
+        f"{verdict(old.first and old.first.b, planted):<10} "
+        f"{verdict(new.first and new.first.b, planted):<10} planted/bar "
+        f"{max(ratios, default=0):.3g} others/bar {others:.3g} compared {len(new.compared)}"
+    )
 
 
 def cases(device: str, only: str | None):
@@ -143,7 +163,9 @@ def cases(device: str, only: str | None):
             yield "diverge", name, None, None
         for name, setting in SETTING_CASES:
             yield "diverge", name, None, setting
-        for name, position, kind in finding_models.PLANTED + (finding_models.PLANTED_CUDA if device == "cuda" else ()):
+        for name, position, kind in finding_models.PLANTED + (
+            finding_models.PLANTED_CUDA if device == "cuda" else ()
+        ):
             yield "diverge", name, position, kind
     if only in (None, "compare") and device == "cuda":
         for name in COMPARE_CORRECT:
@@ -157,24 +179,36 @@ def main() -> int:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--only", choices=("diverge", "compare"))
     parser.add_argument("--shard", default="0/1", help="I/N: every Nth case from the Ith")
-    parser.add_argument("--cases", default="", help="only cases whose 'tool model position kind' "
-                        "matches this regular expression")
+    parser.add_argument(
+        "--cases",
+        default="",
+        help="only cases whose 'tool model position kind' " "matches this regular expression",
+    )
     args = parser.parse_args()
     index, count = map(int, args.shard.split("/"))
-    print(f"# torch {torch.__version__}, {args.device}"
-          + (f" ({torch.cuda.get_device_name()})" if args.device == "cuda" else ""), flush=True)
+    print(
+        f"# torch {torch.__version__}, {args.device}"
+        + (f" ({torch.cuda.get_device_name()})" if args.device == "cuda" else ""),
+        flush=True,
+    )
     with tempfile.TemporaryDirectory() as tmp:
         for i, (tool, name, position, kind) in enumerate(cases(args.device, args.only)):
             if i % count != index or not re.search(args.cases, f"{tool} {name} {position} {kind}"):
                 continue
             start = time.monotonic()
             try:
-                row = (diverge_case(name, position, kind, args.device, Path(tmp)) if tool == "diverge"
-                       else compare_case(name, position, kind, Path(tmp)))
+                row = (
+                    diverge_case(name, position, kind, args.device, Path(tmp))
+                    if tool == "diverge"
+                    else compare_case(name, position, kind, Path(tmp))
+                )
             except Exception as e:  # noqa: BLE001 - one line per case, the others go on
                 row = f"ERROR {type(e).__name__}: {str(e).strip().splitlines()[0][:200]}"
-            print(f"{tool:<8} {args.device:<5} {name:<24} {position if position is not None else '-':<3} "
-                  f"{kind or '-':<15} {row} ({time.monotonic() - start:.0f}s)", flush=True)
+            print(
+                f"{tool:<8} {args.device:<5} {name:<24} {position if position is not None else '-':<3} "
+                f"{kind or '-':<15} {row} ({time.monotonic() - start:.0f}s)",
+                flush=True,
+            )
     return 0
 
 

@@ -93,13 +93,19 @@ def bench_record_cost(tensors: dict[str, torch.Tensor], records: int, overhead_m
             stats, whole = [], []
             for _ in range(3):
                 stats.append(per_call_us(lambda t=t: _C.stats(t)))
-                whole.append(per_call_us(lambda t=t: _C.record(_C.PRINT, _C.AFTER_LAUNCH, "k", "t", t)))
+                whole.append(
+                    per_call_us(lambda t=t: _C.record(_C.PRINT, _C.AFTER_LAUNCH, "k", "t", t))
+                )
             costs[name] = (min(stats), min(whole))
     for name, (stats, whole) in costs.items():
-        print(f"  {name:<28}{stats:>12.2f}{whole:>10.2f}{whole - stats:>13.2f} ({(whole - stats) / whole:.0%})")
+        print(
+            f"  {name:<28}{stats:>12.2f}{whole:>10.2f}{whole - stats:>13.2f} ({(whole - stats) / whole:.0%})"
+        )
     stats, whole = next(iter(costs.values()))
-    print(f"  one inference writes {records} records: at the activations' rate formatting and writing take "
-          f"{records * (whole - stats) / 1e3:.3f} ms of its {overhead_ms:.3f} ms level-2 overhead")
+    print(
+        f"  one inference writes {records} records: at the activations' rate formatting and writing take "
+        f"{records * (whole - stats) / 1e3:.3f} ms of its {overhead_ms:.3f} ms level-2 overhead"
+    )
 
 
 def compile_at(model, x, level: str, ours: bool, path: Path) -> Path:
@@ -110,12 +116,16 @@ def compile_at(model, x, level: str, ours: bool, path: Path) -> Path:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
     parser.add_argument("--blocks", type=int, default=24)
     parser.add_argument("--width", type=int, default=256)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--numel", type=int, default=64 * 2**20, help="elements of the large tensor")
+    parser.add_argument(
+        "--numel", type=int, default=64 * 2**20, help="elements of the large tensor"
+    )
     args = parser.parse_args()
 
     torch.manual_seed(0)
@@ -155,16 +165,23 @@ def main() -> None:
     print(f"  level 2 switched off at run time costs {100 * switched:+.2f}% of an inference")
 
     activation = torch.randn(args.batch, args.width)
-    bench_record_cost({f"activation {list(activation.shape)}": activation,
-                       "small [16], values printed": torch.randn(16)},
-                      records_per_inference(runners["ours, level 2"], x), ours)
+    bench_record_cost(
+        {
+            f"activation {list(activation.shape)}": activation,
+            "small [16], values printed": torch.randn(16),
+        },
+        records_per_inference(runners["ours, level 2"], x),
+        ours,
+    )
 
     big = torch.randn(args.numel)
     mib = big.numel() * big.element_size() / 2**20
     with stdout_to_devnull():
         stats_ms = median_ms(lambda: _C.stats(big), 5)
         builtin_ms = median_ms(lambda: _C.upstream_print_tensor_handle(big, "bench"), 5)
-    print(f"\nStatistics of one float32 tensor of {mib:.0f} MiB ({torch.get_num_threads()} threads):")
+    print(
+        f"\nStatistics of one float32 tensor of {mib:.0f} MiB ({torch.get_num_threads()} threads):"
+    )
     print(f"  ours (one fused pass)      {stats_ms:8.1f} ms")
     print(f"  built-in print             {builtin_ms:8.1f} ms")
     print(f"  built-in / ours          = {builtin_ms / stats_ms:8.2f}")

@@ -64,6 +64,7 @@ def queued_record_ms(t: torch.Tensor, records: int, repeats: int = 5) -> tuple[f
     medians over `repeats` runs of: the run's wall time (its end waits for
     and writes every record), and the GPU's time from the first record's
     kernel being queued to the last one's end (CUDA events)."""
+
     def run() -> float:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         _C.begin_run(with_end=True)
@@ -102,26 +103,36 @@ def copy_bandwidth(nbytes: int = 2**30) -> float:
 
 def bench_stats(sizes_mib: list[float], runs: int) -> None:
     bw = copy_bandwidth()
-    print(f"\nDevice-to-device copy: {bw / 1e12:.2f} TB/s (read + write); "
-          f"floor = bytes / that bandwidth ({torch.cuda.get_device_name()})")
-    print(f"  {'tensor':<18}{'floor ms':>10}{'ours ms':>10}{'ours/floor':>12}"
-          f"{'record ms':>11}{'queued ms':>11}{'queued/floor':>14}{'queued GPU/floor':>18}"
-          f"{'built-in ms':>13}{'built-in/floor':>16}{'built-in/queued':>17}")
+    print(
+        f"\nDevice-to-device copy: {bw / 1e12:.2f} TB/s (read + write); "
+        f"floor = bytes / that bandwidth ({torch.cuda.get_device_name()})"
+    )
+    print(
+        f"  {'tensor':<18}{'floor ms':>10}{'ours ms':>10}{'ours/floor':>12}"
+        f"{'record ms':>11}{'queued ms':>11}{'queued/floor':>14}{'queued GPU/floor':>18}"
+        f"{'built-in ms':>13}{'built-in/floor':>16}{'built-in/queued':>17}"
+    )
     aoti_debug_printer.set_option("output", "stdout")
     for dtype in (torch.float32, torch.bfloat16):
         for mib in sizes_mib:
             numel = int(mib * 2**20) // torch.tensor([], dtype=dtype).element_size()
             t = torch.randn(numel, device="cuda").to(dtype)
             floor = mib * 2**20 / bw * 1e3
-            ours = gpu_ms(lambda: _C.stats(t, "device"), runs)
+            ours = gpu_ms(lambda t=t: _C.stats(t, "device"), runs)
             with stdout_to_devnull():
-                record = gpu_ms(lambda: _C.record(_C.PRINT, _C.AFTER_LAUNCH, "k", "t", t), runs)
+                record = gpu_ms(lambda t=t: _C.record(_C.PRINT, _C.AFTER_LAUNCH, "k", "t", t), runs)
                 queued, queued_gpu = queued_record_ms(t, runs)
-                builtin = gpu_ms(lambda: _C.upstream_print_tensor_handle(t, "bench"), runs)
-            name = f"{str(dtype)[6:]} {mib:g} MiB" if mib >= 1 else f"{str(dtype)[6:]} {mib * 1024:g} KiB"
-            print(f"  {name:<18}{floor:>10.3f}{ours:>10.3f}{ours / floor:>11.2f}x"
-                  f"{record:>11.3f}{queued:>11.4f}{queued / floor:>13.2f}x{queued_gpu / floor:>17.2f}x"
-                  f"{builtin:>13.3f}{builtin / floor:>15.1f}x{builtin / queued:>16.1f}x")
+                builtin = gpu_ms(lambda t=t: _C.upstream_print_tensor_handle(t, "bench"), runs)
+            name = (
+                f"{str(dtype)[6:]} {mib:g} MiB"
+                if mib >= 1
+                else f"{str(dtype)[6:]} {mib * 1024:g} KiB"
+            )
+            print(
+                f"  {name:<18}{floor:>10.3f}{ours:>10.3f}{ours / floor:>11.2f}x"
+                f"{record:>11.3f}{queued:>11.4f}{queued / floor:>13.2f}x{queued_gpu / floor:>17.2f}x"
+                f"{builtin:>13.3f}{builtin / floor:>15.1f}x{builtin / queued:>16.1f}x"
+            )
             del t
             torch.cuda.empty_cache()
 
@@ -174,10 +185,16 @@ def compile_variant(model_name: str, level: str, ours: bool, path: str) -> str:
 def bench_models(model_names: list[str], runs: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         ctx = multiprocessing.get_context("spawn")
-        builds = [(m, name, level, ours) for m in model_names for name, (level, ours) in VARIANTS.items()]
-        with futures.ProcessPoolExecutor(min(len(builds), os.cpu_count() or 1), mp_context=ctx) as pool:
-            jobs = {(m, name): pool.submit(compile_variant, m, level, ours, f"{tmp}/{i}.pt2")
-                    for i, (m, name, level, ours) in enumerate(builds)}
+        builds = [
+            (m, name, level, ours) for m in model_names for name, (level, ours) in VARIANTS.items()
+        ]
+        with futures.ProcessPoolExecutor(
+            min(len(builds), os.cpu_count() or 1), mp_context=ctx
+        ) as pool:
+            jobs = {
+                (m, name): pool.submit(compile_variant, m, level, ours, f"{tmp}/{i}.pt2")
+                for i, (m, name, level, ours) in enumerate(builds)
+            }
             paths = {}
             for key, job in jobs.items():
                 try:
@@ -188,7 +205,9 @@ def bench_models(model_names: list[str], runs: int) -> None:
         for m in model_names:
             if (m, "off (level 0)") not in paths:
                 continue
-            runners = {name: torch._inductor.aoti_load_package(paths[(m, name)]) for name in VARIANTS}
+            runners = {
+                name: torch._inductor.aoti_load_package(paths[(m, name)]) for name in VARIANTS
+            }
             blocking = time_launch_blocking(m, paths[(m, "off (level 0)")], runs)
             bench_model(m, runners, runs, blocking)
 
@@ -198,8 +217,21 @@ def time_launch_blocking(model_name: str, package: str, runs: int) -> float:
     (CUDA_LAUNCH_BLOCKING=1, which holds for a whole process: a child's):
     the baseline our level-3 sync is held to."""
     child = subprocess.run(
-        [sys.executable, __file__, "--time-package", package, "--models", model_name, "--runs", str(runs)],
-        env={**os.environ, "CUDA_LAUNCH_BLOCKING": "1"}, capture_output=True, text=True, check=True)
+        [
+            sys.executable,
+            __file__,
+            "--time-package",
+            package,
+            "--models",
+            model_name,
+            "--runs",
+            str(runs),
+        ],
+        env={**os.environ, "CUDA_LAUNCH_BLOCKING": "1"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return float(child.stdout.split()[-1])
 
 
@@ -221,24 +253,34 @@ def bench_model(model_name: str, runners: dict, runs: int, blocking_ms: float) -
     for name, times in results.items():
         ms = min(times)
         print(f"  {name:<26}{ms:>9.3f}{ms / base:>8.1f}x{ms - base:>13.3f}")
-    print(f"  {'off, CUDA_LAUNCH_BLOCKING=1':<26}{blocking_ms:>9.3f}{blocking_ms / base:>8.1f}x"
-          f"{blocking_ms - base:>13.3f}")
+    print(
+        f"  {'off, CUDA_LAUNCH_BLOCKING=1':<26}{blocking_ms:>9.3f}{blocking_ms / base:>8.1f}x"
+        f"{blocking_ms - base:>13.3f}"
+    )
     for level in ("2", "3"):
         ours = min(results[f"ours, level {level}"]) - base
         builtin = min(results[f"built-in, level {level}"]) - base
         print(f"  level {level}: our overhead / built-in overhead = {ours / builtin:.2f}")
     ours = min(results["ours, level 3"]) - base
-    print(f"  level 3 with the sync: our overhead / a bare sync after every launch = "
-          f"{ours / max(blocking_ms - base, 1e-9):.2f}")
+    print(
+        f"  level 3 with the sync: our overhead / a bare sync after every launch = "
+        f"{ours / max(blocking_ms - base, 1e-9):.2f}"
+    )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
     parser.add_argument("--sizes-mib", type=float, nargs="+", default=[0.0625, 64, 256, 1024])
     parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--models", nargs="*", default=["deep", "resnet18", "gpt2", "bert"],
-                        help="whole-model rows: deep (many small kernels), resnet18, gpt2, bert; "
-                             "none for the per-tensor table only")
+    parser.add_argument(
+        "--models",
+        nargs="*",
+        default=["deep", "resnet18", "gpt2", "bert"],
+        help="whole-model rows: deep (many small kernels), resnet18, gpt2, bert; "
+        "none for the per-tensor table only",
+    )
     parser.add_argument("--profile", action="store_true", help="where one small record's time goes")
     parser.add_argument("--time-package", help=argparse.SUPPRESS)  # the launch-blocking child
     args = parser.parse_args()

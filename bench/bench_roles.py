@@ -58,7 +58,9 @@ def compile_at(device: str, level: int, ours: bool, path: str) -> str:
     (aoti_debug_printer.install if ours else aoti_debug_printer.uninstall)()
     model, inputs, dynamic = finding_models.build("pre_ln_transformer", device=device)
     program = torch.export.export(model, inputs, dynamic_shapes=dynamic)
-    with torch._inductor.config.patch({"aot_inductor.debug_intermediate_value_printer": str(level)}):
+    with torch._inductor.config.patch(
+        {"aot_inductor.debug_intermediate_value_printer": str(level)}
+    ):
         return torch._inductor.aoti_compile_and_package(program, package_path=path)
 
 
@@ -86,11 +88,19 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="bench-roles-"))
     # The built-in saves under the working directory.
     os.chdir(work)
-    variants = {f"{who} {level}": (level, who == "ours")
-                for who in ("ours", "built-in") for level in (0, 1, 2) if who == "ours" or level > 0}
-    with futures.ProcessPoolExecutor(len(variants), mp_context=multiprocessing.get_context("spawn")) as pool:
-        jobs = {name: pool.submit(compile_at, args.device, level, ours, str(work / f"{i}.pt2"))
-                for i, (name, (level, ours)) in enumerate(variants.items())}
+    variants = {
+        f"{who} {level}": (level, who == "ours")
+        for who in ("ours", "built-in")
+        for level in (0, 1, 2)
+        if who == "ours" or level > 0
+    }
+    with futures.ProcessPoolExecutor(
+        len(variants), mp_context=multiprocessing.get_context("spawn")
+    ) as pool:
+        jobs = {
+            name: pool.submit(compile_at, args.device, level, ours, str(work / f"{i}.pt2"))
+            for i, (name, (level, ours)) in enumerate(variants.items())
+        }
         paths = {name: job.result() for name, job in jobs.items()}
     aoti_debug_printer.install()
     runners = {name: torch._inductor.aoti_load_package(path) for name, path in paths.items()}
@@ -101,7 +111,8 @@ def main() -> None:
                 with aoti_debug_printer.options(output="stdout", dump_dir=work / "dump", **options):
                     run = runners[variant]
                     results[row].append(
-                        median_ms(lambda run=run: run(*inputs), max(args.runs // 3, 1), args.device))
+                        median_ms(lambda run=run: run(*inputs), max(args.runs // 3, 1), args.device)
+                    )
     best = {row: min(times) for row, times in results.items()}
     off = best["printer off"]
     machine = torch.cuda.get_device_name() if args.device == "cuda" else "CPU"

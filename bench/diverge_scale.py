@@ -42,18 +42,27 @@ def main() -> int:
 
     torch.manual_seed(0)
     config = transformers.LlamaConfig(
-        hidden_size=args.hidden, intermediate_size=args.intermediate,
-        num_hidden_layers=args.layers, num_attention_heads=args.hidden // 64,
-        num_key_value_heads=args.hidden // 256, vocab_size=32000,
-        max_position_embeddings=args.seq, attn_implementation="sdpa", use_cache=False)
+        hidden_size=args.hidden,
+        intermediate_size=args.intermediate,
+        num_hidden_layers=args.layers,
+        num_attention_heads=args.hidden // 64,
+        num_key_value_heads=args.hidden // 256,
+        vocab_size=32000,
+        max_position_embeddings=args.seq,
+        attn_implementation="sdpa",
+        use_cache=False,
+    )
     dtype = getattr(torch, args.dtype)
     model = LastHiddenState(transformers.LlamaModel(config)).eval().to(args.device, dtype)
     params = sum(p.numel() for p in model.parameters())
     inputs = (torch.randint(0, 32000, (1, args.seq), device=args.device),)
-    print(f"# torch {torch.__version__}, {args.device}"
-          + (f" ({torch.cuda.get_device_name()})" if args.device == "cuda" else "")
-          + f": Llama, {params / 1e9:.2f}B parameters, {args.layers} layers, "
-          f"sequence {args.seq}, {args.dtype}", flush=True)
+    print(
+        f"# torch {torch.__version__}, {args.device}"
+        + (f" ({torch.cuda.get_device_name()})" if args.device == "cuda" else "")
+        + f": Llama, {params / 1e9:.2f}B parameters, {args.layers} layers, "
+        f"sequence {args.seq}, {args.dtype}",
+        flush=True,
+    )
     start = time.monotonic()
     program = torch.export.export(model, inputs)
     print(f"export: {time.monotonic() - start:.0f}s", flush=True)
@@ -63,7 +72,8 @@ def main() -> int:
         patch = {"aot_inductor.debug_intermediate_value_printer": "1"}
         with aoti_debug_printer.enabled(), torch._inductor.config.patch(patch):
             package = torch._inductor.aoti_compile_and_package(
-                program, package_path=str(Path(tmp) / "model.pt2"))
+                program, package_path=str(Path(tmp) / "model.pt2")
+            )
         compiled = time.monotonic()
         print(f"compile at level 1: {compiled - start:.0f}s", flush=True)
         with aoti_debug_printer.options(dump_dir=dump):
@@ -72,8 +82,11 @@ def main() -> int:
             torch.cuda.synchronize()
         ran = time.monotonic()
         size = sum(p.stat().st_size for p in dump.iterdir())
-        print(f"run, saving what kernels write: {ran - compiled:.0f}s, dump "
-              f"{size / 2**30:.1f} GiB in {sum(1 for _ in dump.iterdir())} files", flush=True)
+        print(
+            f"run, saving what kernels write: {ran - compiled:.0f}s, dump "
+            f"{size / 2**30:.1f} GiB in {sum(1 for _ in dump.iterdir())} files",
+            flush=True,
+        )
         if args.device == "cuda":
             torch.cuda.reset_peak_memory_stats()
         found = aoti_debug_printer.first_divergence_from_eager(program, dump=dump, progress=True)
@@ -82,11 +95,17 @@ def main() -> int:
     print(text[0])
     print("\n".join(line for line in text if line.startswith("  not compared")))
     print(f"diverge on the dump: {judged - ran:.0f}s; whole: {judged - start:.0f}s")
-    print(f"verdict: {'first divergence at ' + found.first.node if found.first else 'no divergence'}")
-    print(f"peak host memory (RSS): {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.1f} GiB")
+    print(
+        f"verdict: {'first divergence at ' + found.first.node if found.first else 'no divergence'}"
+    )
+    print(
+        f"peak host memory (RSS): {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.1f} GiB"
+    )
     if args.device == "cuda":
-        print(f"peak GPU memory during diverge's evaluations: "
-              f"{torch.cuda.max_memory_allocated() / 2**30:.1f} GiB")
+        print(
+            f"peak GPU memory during diverge's evaluations: "
+            f"{torch.cuda.max_memory_allocated() / 2**30:.1f} GiB"
+        )
     return 0
 
 

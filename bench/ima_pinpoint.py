@@ -25,10 +25,10 @@ FAR = 1 << 38
 
 
 def compile_far_write(ours: bool, path: str) -> str:
+    import gpu_models
     import torch
 
     import aoti_debug_printer
-    import gpu_models
 
     (aoti_debug_printer.install if ours else aoti_debug_printer.uninstall)()
     model, inputs = gpu_models.build("far_write")
@@ -39,12 +39,19 @@ def compile_far_write(ours: bool, path: str) -> str:
 
 def run(path: str, far: int) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "CUDA_LAUNCH_BLOCKING"}
-    return subprocess.run([sys.executable, str(TEST / "gpu_models.py"), "run", path, "far_write",
-                           "--far", str(far)], env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, str(TEST / "gpu_models.py"), "run", path, "far_write", "--far", str(far)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def main() -> None:
-    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter).parse_args()
+    argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    ).parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         ctx = multiprocessing.get_context("spawn")
         with futures.ProcessPoolExecutor(2, mp_context=ctx) as pool:
@@ -68,15 +75,19 @@ def main() -> None:
         theirs = run(stock, FAR)
         printed = re.findall(r"^\[ (\w+): (\S+) \]$", theirs.stdout, re.M)
         last = printed[-1] if printed else None
-        print(f"\nbuilt-in, level 3 (exit {theirs.returncode}): last line printed "
-              f"{'[ %s: %s ]' % last if last else None}")
+        print(
+            f"\nbuilt-in, level 3 (exit {theirs.returncode}): last line printed "
+            f"{f'[ {last[0]}: {last[1]} ]' if last else None}"
+        )
         print(f"   | {len(printed)} kernel-name lines; the error surfaces at:")
         for line in (theirs.stdout + theirs.stderr).splitlines():
             if re.search(r"illegal memory access|CUDA error|Error", line):
                 print("   |", line[:200])
                 break
-        print(f"   is the built-in's last printed kernel the faulty one? "
-              f"{'yes' if last and last[1] == faulty else 'no'}")
+        print(
+            f"   is the built-in's last printed kernel the faulty one? "
+            f"{'yes' if last and last[1] == faulty else 'no'}"
+        )
 
 
 if __name__ == "__main__":

@@ -37,8 +37,13 @@ def build(name: str, device: str = "cuda"):
             config = transformers.GPT2Config(n_layer=4, n_embd=512, n_head=8, n_positions=128)
             model = LastHiddenState(transformers.GPT2Model(config))
         else:
-            config = transformers.BertConfig(num_hidden_layers=4, hidden_size=512, num_attention_heads=8,
-                                             intermediate_size=2048, max_position_embeddings=128)
+            config = transformers.BertConfig(
+                num_hidden_layers=4,
+                hidden_size=512,
+                num_attention_heads=8,
+                intermediate_size=2048,
+                max_position_embeddings=128,
+            )
             model = LastHiddenState(transformers.BertModel(config))
         inputs = (torch.randint(0, config.vocab_size, (4, 128)),)
     else:

@@ -60,8 +60,12 @@ def nvcc_real_home(nvcc: str) -> Path | None:
     (`exec /usr/local/cuda-13.0/bin/nvcc "$@"`) whose own directory holds no
     toolkit; nvcc's dry run names its real one."""
     try:
-        out = subprocess.run([nvcc, "--dryrun", "-x", "cu", "-c", os.devnull, "-o", os.devnull],
-                             capture_output=True, text=True, timeout=60).stderr
+        out = subprocess.run(
+            [nvcc, "--dryrun", "-x", "cu", "-c", os.devnull, "-o", os.devnull],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stderr
     except (OSError, subprocess.SubprocessError):
         return None
     match = re.search(r"^#\$ TOP=(.+)$", out, re.M)
@@ -132,7 +136,9 @@ def cuda_architectures(torch, home: Path) -> tuple[list[str], str]:
     if os.environ.get("TORCH_CUDA_ARCH_LIST"):
         return arch_list_from_env(os.environ["TORCH_CUDA_ARCH_LIST"]), "TORCH_CUDA_ARCH_LIST"
     if torch.cuda.is_available():
-        caps = sorted({torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count())})
+        caps = sorted(
+            {torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count())}
+        )
         return [f"{major}{minor}-real" for major, minor in caps], "the GPUs of this machine"
     archs = []
     for item in torch.cuda.get_arch_list():
@@ -140,8 +146,12 @@ def cuda_architectures(torch, home: Path) -> tuple[list[str], str]:
         archs.append(f"{arch}-real" if kind == "sm" else f"{arch}-virtual")
     # Only those this nvcc can compile for (torch may know newer GPUs).
     try:
-        known = subprocess.run([str(home / "bin" / "nvcc"), "--list-gpu-arch"], capture_output=True,
-                               text=True, timeout=60).stdout.split()
+        known = subprocess.run(
+            [str(home / "bin" / "nvcc"), "--list-gpu-arch"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout.split()
     except (OSError, subprocess.SubprocessError):
         known = []
     if known:
@@ -194,8 +204,9 @@ def facts() -> dict[str, object]:
         out["TORCH_NO_CUDA_REASON"] = why
         return out
     archs, source = cuda_architectures(torch, home)
-    out.update(TORCH_CUDA_HOME=home, TORCH_CUDA_ARCHITECTURES=archs,
-               TORCH_CUDA_ARCHITECTURES_FROM=source)
+    out.update(
+        TORCH_CUDA_HOME=home, TORCH_CUDA_ARCHITECTURES=archs, TORCH_CUDA_ARCHITECTURES_FROM=source
+    )
     return out
 
 

@@ -71,8 +71,9 @@ enum {
 
 // Why a tensor record returns nonzero: the caller must stop the run.
 enum {
-  AOTI_DEBUG_PRINTER_STOPPED_BY_TRAP = 1,   // the NaN/Inf trap fired
-  AOTI_DEBUG_PRINTER_STOPPED_BY_GUARD = 2,  // the write guard found a kernel writing where it must not
+  AOTI_DEBUG_PRINTER_STOPPED_BY_TRAP = 1,  // the NaN/Inf trap fired
+  AOTI_DEBUG_PRINTER_STOPPED_BY_GUARD =
+      2,  // the write guard found a kernel writing where it must not
 };
 
 // Every function below catches all exceptions: a failure is reported on the
@@ -97,37 +98,37 @@ int32_t aoti_debug_printer_launch(int32_t phase, const char* kernel, int32_t fla
 // One tensor argument: print a record or save a snapshot. Returns nonzero
 // (AOTI_DEBUG_PRINTER_STOPPED_BY_*) when the NaN/Inf trap or the write guard
 // fired (reported already); the caller must stop.
-int32_t aoti_debug_printer_tensor(
-    int32_t action, int32_t phase, const char* kernel, const char* arg,
-    AtenTensorHandle tensor);
+int32_t aoti_debug_printer_tensor(int32_t action, int32_t phase, const char* kernel,
+                                  const char* arg, AtenTensorHandle tensor);
 // The same, naming the node of the exported program whose value the tensor
 // holds (its provenance), which `aoti-debug diverge` matches against eager.
-int32_t aoti_debug_printer_tensor_of_node(
-    int32_t action, int32_t phase, const char* kernel, const char* arg, const char* node,
-    AtenTensorHandle tensor);
+int32_t aoti_debug_printer_tensor_of_node(int32_t action, int32_t phase, const char* kernel,
+                                          const char* arg, const char* node,
+                                          AtenTensorHandle tensor);
 // The same with everything the code generator knows of the argument: its
 // role, and either the node whose value it holds or (`why`) the reason it
 // holds no single node's value. Empty strings stand for "not known".
-int32_t aoti_debug_printer_tensor_held(
-    int32_t action, int32_t phase, const char* kernel, const char* arg, const char* node,
-    const char* why, int32_t role, AtenTensorHandle tensor);
+int32_t aoti_debug_printer_tensor_held(int32_t action, int32_t phase, const char* kernel,
+                                       const char* arg, const char* node, const char* why,
+                                       int32_t role, AtenTensorHandle tensor);
 // The same, with `formula`: how the value the tensor holds is computed from
 // values the exported program names, where it holds no single node's value
 // (JSON: its steps and which one it is, see aoti_debug_printer/_provenance.py).
 // Empty when not known.
-int32_t aoti_debug_printer_tensor_computed(
-    int32_t action, int32_t phase, const char* kernel, const char* arg, const char* node,
-    const char* why, const char* formula, int32_t role, AtenTensorHandle tensor);
+int32_t aoti_debug_printer_tensor_computed(int32_t action, int32_t phase, const char* kernel,
+                                           const char* arg, const char* node, const char* why,
+                                           const char* formula, int32_t role,
+                                           AtenTensorHandle tensor);
 // The digest of the Inductor config the running program was compiled with,
 // recorded in the run's environment record; called after begin_run.
 void aoti_debug_printer_compiled_with(const char* inductor_config);
 // Scalar and SymInt arguments, each in its own type's format.
-void aoti_debug_printer_int64(
-    int32_t action, int32_t phase, const char* kernel, const char* arg, int64_t value);
-void aoti_debug_printer_float64(
-    int32_t action, int32_t phase, const char* kernel, const char* arg, double value);
-void aoti_debug_printer_bool(
-    int32_t action, int32_t phase, const char* kernel, const char* arg, int32_t value);
+void aoti_debug_printer_int64(int32_t action, int32_t phase, const char* kernel, const char* arg,
+                              int64_t value);
+void aoti_debug_printer_float64(int32_t action, int32_t phase, const char* kernel, const char* arg,
+                                double value);
+void aoti_debug_printer_bool(int32_t action, int32_t phase, const char* kernel, const char* arg,
+                             int32_t value);
 // Run-time settings; see docs/usage.md ("Switches"). Returns 0 on success, nonzero
 // with a message on the output for an unknown key or a bad value.
 int32_t aoti_debug_printer_set_option(const char* key, const char* value);
@@ -151,8 +152,8 @@ typedef struct aoti_debug_printer_api {
   void (*begin_run_with_end)(void);
   void (*end_run)(void);
   // ABI 5.
-  int32_t (*tensor_computed)(int32_t, int32_t, const char*, const char*, const char*,
-                             const char*, const char*, int32_t, AtenTensorHandle);
+  int32_t (*tensor_computed)(int32_t, int32_t, const char*, const char*, const char*, const char*,
+                             const char*, int32_t, AtenTensorHandle);
   void (*compiled_with)(const char*);
 } aoti_debug_printer_api;
 
@@ -166,12 +167,11 @@ const aoti_debug_printer_api* aoti_debug_printer_get_api(uint32_t abi_version);
 // written against PyTorch's shim.h reaches our implementation when it binds
 // to this library.
 void aoti_torch_print_tensor_handle(AtenTensorHandle self, const char* msg);
-void aoti_torch_save_tensor_handle(
-    AtenTensorHandle self, const char* tensor_name, const char* launch_prefix,
-    const char* kernel_name);
+void aoti_torch_save_tensor_handle(AtenTensorHandle self, const char* tensor_name,
+                                   const char* launch_prefix, const char* kernel_name);
 
 #ifdef __cplusplus
-} // extern "C"
+}  // extern "C"
 
 #include <dlfcn.h>
 #include <stddef.h>
@@ -191,8 +191,8 @@ namespace aoti_debug_printer {
 inline const aoti_debug_printer_api* load_api(const char* built_with) {
   static const aoti_debug_printer_api* api = [built_with]() {
     const char* env = getenv("AOTI_DEBUG_PRINTER_LIBRARY");
-    const char* candidates[] = {
-        env && *env ? env : nullptr, built_with, "libaoti_debug_printer.so"};
+    const char* candidates[] = {env && *env ? env : nullptr, built_with,
+                                "libaoti_debug_printer.so"};
     for (const char* path : candidates) {
       if (!path) continue;
       // RTLD_NOLOAD first: an instance already loaded (by the Python module)
@@ -237,8 +237,8 @@ class Run {
     } else if (api) {
       api->begin_run();
     }
-    if (api && api->size >= offsetof(aoti_debug_printer_api, compiled_with) +
-                                sizeof(api->compiled_with)) {
+    if (api &&
+        api->size >= offsetof(aoti_debug_printer_api, compiled_with) + sizeof(api->compiled_with)) {
       api->compiled_with(inductor_config);
     }
   }
@@ -301,7 +301,7 @@ inline void value(const aoti_debug_printer_api* api, int32_t action, int32_t pha
   // the printer is on.
 }
 
-} // namespace aoti_debug_printer
-#endif // __cplusplus
+}  // namespace aoti_debug_printer
+#endif  // __cplusplus
 
-#endif // AOTI_DEBUG_PRINTER_H
+#endif  // AOTI_DEBUG_PRINTER_H

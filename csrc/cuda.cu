@@ -16,12 +16,12 @@
 #include <ATen/Dispatch_v2.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/ops/from_blob.h>
-#include <ATen/cuda/detail/OffsetCalculator.cuh>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <c10/util/complex.h>
+#include <ATen/cuda/detail/OffsetCalculator.cuh>
 
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -31,10 +31,10 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <type_traits>
 #include <memory>
 #include <optional>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace aoti_debug_printer::device {
@@ -210,7 +210,8 @@ struct ThreadAcc {
     if constexpr (is_real_floating<T>) {
       bool all_finite = true;
 #pragma unroll
-      for (int k = 0; k < N; ++k) all_finite &= fabs(static_cast<K>(v[k])) < std::numeric_limits<K>::infinity();
+      for (int k = 0; k < N; ++k)
+        all_finite &= fabs(static_cast<K>(v[k])) < std::numeric_limits<K>::infinity();
       if (all_finite) {
 #pragma unroll
         for (int k = 0; k < N; ++k) add_real_finite(static_cast<K>(v[k]));
@@ -334,7 +335,8 @@ __global__ void __launch_bounds__(kDenseThreads)
     a.add_pack(b.v);
     if (r.fingerprint) {
 #pragma unroll
-      for (int k = 0; k < kVec; ++k) a.fingerprint += fingerprint::term(b.v[k], head + pack * kVec + k);
+      for (int k = 0; k < kVec; ++k)
+        a.fingerprint += fingerprint::term(b.v[k], head + pack * kVec + k);
     }
   };
   for (int64_t i = g; i < head; i += G) add(i);
@@ -374,9 +376,7 @@ __global__ void __launch_bounds__(kThreads)
   finish_block(acc, part0 + blockIdx.x, r);
 }
 
-int64_t ceil_div(int64_t a, int64_t b) {
-  return (a + b - 1) / b;
-}
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 template <typename K>
 c10::Scalar scalar_of(K v) {
@@ -388,27 +388,30 @@ c10::Scalar scalar_of(K v) {
 }
 
 template <typename T>
-TensorStats stats_of(const Acc<key_t<T>>& r, int64_t numel, std::optional<at::ScalarType> fingerprint_of) {
+TensorStats stats_of(const Acc<key_t<T>>& r, int64_t numel,
+                     std::optional<at::ScalarType> fingerprint_of) {
   TensorStats s;
   s.numel = numel;
   s.nan = static_cast<int64_t>(r.nan);
   s.pos_inf = static_cast<int64_t>(r.pos_inf);
   s.neg_inf = static_cast<int64_t>(r.neg_inf);
   s.zeros = static_cast<int64_t>(r.zeros);
-  s.finite = is_real_floating<T> ? numel - s.nan - s.pos_inf - s.neg_inf : static_cast<int64_t>(r.finite);
+  s.finite =
+      is_real_floating<T> ? numel - s.nan - s.pos_inf - s.neg_inf : static_cast<int64_t>(r.finite);
   const double n = static_cast<double>(s.finite);
   s.mean = s.finite > 0 ? r.shift + r.s1 / n : std::numeric_limits<double>::quiet_NaN();
   const double m2 = s.finite > 0 ? std::max(0.0, r.s2 - r.s1 * r.s1 / n) : 0.0;
   s.std = s.finite > 1 ? std::sqrt(m2 / (n - 1)) : std::numeric_limits<double>::quiet_NaN();
-  s.absmax = is_real_floating<T> && s.finite > 0
-                 ? std::max(std::fabs(static_cast<double>(r.min)), std::fabs(static_cast<double>(r.max)))
-                 : r.absmax;
+  s.absmax = is_real_floating<T> && s.finite > 0 ? std::max(std::fabs(static_cast<double>(r.min)),
+                                                            std::fabs(static_cast<double>(r.max)))
+                                                 : r.absmax;
   if (s.finite > 0) {
     s.min = scalar_of(r.min);
     s.max = scalar_of(r.max);
   }
   s.of_modulus = c10::is_complex<T>::value;
-  if (fingerprint_of) s.fingerprint = fingerprint::finish(r.fingerprint, numel, static_cast<int>(*fingerprint_of));
+  if (fingerprint_of)
+    s.fingerprint = fingerprint::finish(r.fingerprint, numel, static_cast<int>(*fingerprint_of));
   return s;
 }
 
@@ -428,9 +431,7 @@ struct Layout {
   int64_t parts = 0;        // blocks over every launch: one partial each
   int64_t values_room = 0;  // values_room(t, with_values)
 };
-int64_t round_up(int64_t bytes) {
-  return ceil_div(bytes, 128) * 128;
-}
+int64_t round_up(int64_t bytes) { return ceil_div(bytes, 128) * 128; }
 int64_t partials_at(const Layout& l) {
   return round_up(l.parts * static_cast<int64_t>(sizeof(unsigned long long)));
 }
@@ -438,9 +439,7 @@ int64_t partials_at(const Layout& l) {
 int64_t values_at(const Layout& l) {
   return partials_at(l) + round_up(l.parts * static_cast<int64_t>(sizeof(Acc<double>)));
 }
-int64_t result_bytes(const Layout& l) {
-  return values_at(l) + l.values_room;
-}
+int64_t result_bytes(const Layout& l) { return values_at(l) + l.values_room; }
 
 // How one tensor's statistics are computed: which kernel, and how many
 // blocks, hence partials. Decided before anything is queued, because the
@@ -460,7 +459,8 @@ template <typename T>
 int dense_blocks_per_sm() {
   static const int per_sm = [] {
     int n = 0;
-    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, dense_partials<T>, kDenseThreads, 0));
+    C10_CUDA_CHECK(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, dense_partials<T>, kDenseThreads, 0));
     return std::max(n, 1);
   }();
   return per_sm;
@@ -516,7 +516,8 @@ std::optional<Plan> plan_of(const at::Tensor& t, bool with_values) {
                .resize_outputs(false)
                .build();
   for (auto& sub : p.iter->with_32bit_indexing()) p.blocks.push_back(sub.numel());
-  TORCH_CHECK(static_cast<int64_t>(p.blocks.size()) <= max_parts, "tensor too large for device statistics");
+  TORCH_CHECK(static_cast<int64_t>(p.blocks.size()) <= max_parts,
+              "tensor too large for device statistics");
   const int64_t per_piece = max_parts / static_cast<int64_t>(p.blocks.size());
   for (auto& b : p.blocks) {
     b = std::clamp<int64_t>(ceil_div(b, kThreads * 4), 1, per_piece);
@@ -549,8 +550,8 @@ void launch_stats(const at::Tensor& t, const Plan& p, cudaStream_t stream, uint8
                  static_cast<const T*>(t.const_data_ptr()), with_fingerprint,
                  queued ? reinterpret_cast<unsigned long long*>(back) : nullptr, ticket};
   if (p.dense) {
-    launch_kernel(dense_partials<T>, p.layout.parts, kDenseThreads, stream, p.dependent_launch, r.first,
-                  t.numel(), r);
+    launch_kernel(dense_partials<T>, p.layout.parts, kDenseThreads, stream, p.dependent_launch,
+                  r.first, t.numel(), r);
     return;
   }
   unsigned int part0 = 0;
@@ -609,7 +610,8 @@ ScratchBuffer& scratch_of(int device) {
     }
   };
   thread_local Buffers buffers;
-  if (buffers.per_device.size() <= static_cast<size_t>(device)) buffers.per_device.resize(device + 1);
+  if (buffers.per_device.size() <= static_cast<size_t>(device))
+    buffers.per_device.resize(device + 1);
   return buffers.per_device[device];
 }
 
@@ -639,11 +641,12 @@ void queue_snapshot(const at::Tensor& t, const Plan& p, cudaStream_t stream, boo
       at::from_blob(scratch, t.sizes(), t.options()).copy_(t);
       from = scratch;
     }
-    C10_CUDA_CHECK(cudaMemcpyAsync(back + values_at(p.layout), from, values_bytes(t, true), cudaMemcpyDeviceToHost,
-                                   stream));
+    C10_CUDA_CHECK(cudaMemcpyAsync(back + values_at(p.layout), from, values_bytes(t, true),
+                                   cudaMemcpyDeviceToHost, stream));
   }
-  AT_DISPATCH_V2(t.scalar_type(), "aoti_debug_printer_device_stats",
-                 AT_WRAP([&] { launch_stats<scalar_t>(t, p, stream, back, with_fingerprint, queued, ticket); }),
+  AT_DISPATCH_V2(t.scalar_type(), "aoti_debug_printer_device_stats", AT_WRAP([&] {
+                   launch_stats<scalar_t>(t, p, stream, back, with_fingerprint, queued, ticket);
+                 }),
                  AOTI_DEBUG_PRINTER_DTYPES);
 }
 
@@ -653,8 +656,8 @@ std::string no_stats_for(at::ScalarType dtype) {
 
 // The statistics (and values) written at `back` in `layout` for a tensor of
 // `dtype` and `sizes`: the blocks' partials merged here.
-Snapshot read_back(const uint8_t* back, const Layout& layout, at::ScalarType dtype, at::IntArrayRef sizes,
-                   int64_t numel, bool with_values, bool with_fingerprint) {
+Snapshot read_back(const uint8_t* back, const Layout& layout, at::ScalarType dtype,
+                   at::IntArrayRef sizes, int64_t numel, bool with_values, bool with_fingerprint) {
   Snapshot snap;
   AT_DISPATCH_V2(
       dtype, "aoti_debug_printer_device_stats", AT_WRAP([&] {
@@ -667,7 +670,8 @@ Snapshot read_back(const uint8_t* back, const Layout& layout, at::ScalarType dty
           merge(r, part);
           r.shift = part.shift;  // the same in every partial
         }
-        snap.stats = stats_of<scalar_t>(r, numel, with_fingerprint ? std::optional(dtype) : std::nullopt);
+        snap.stats =
+            stats_of<scalar_t>(r, numel, with_fingerprint ? std::optional(dtype) : std::nullopt);
       }),
       AOTI_DEBUG_PRINTER_DTYPES);
   if (with_values) {
@@ -700,7 +704,7 @@ std::shared_ptr<Ring>& this_thread_ring() {
   return ring;
 }
 
-} // namespace
+}  // namespace
 
 struct Landing {
   std::shared_ptr<Ring> ring;
@@ -720,9 +724,7 @@ struct Landing {
   }
 };
 
-bool computes_stats_on(const at::Tensor& t) {
-  return t.is_cuda() && t.layout() == at::kStrided;
-}
+bool computes_stats_on(const at::Tensor& t) { return t.is_cuda() && t.layout() == at::kStrided; }
 
 Snapshot snapshot(const at::Tensor& t, bool with_values, bool with_fingerprint) {
   TORCH_CHECK(t.is_cuda(), "device statistics need a CUDA tensor");
@@ -730,7 +732,8 @@ Snapshot snapshot(const at::Tensor& t, bool with_values, bool with_fingerprint) 
   snap.stats.numel = t.numel();
   if (t.numel() == 0) {
     snap.stats.mean = snap.stats.std = std::numeric_limits<double>::quiet_NaN();
-    if (with_fingerprint) snap.stats.fingerprint = fingerprint::finish(0, 0, static_cast<int>(t.scalar_type()));
+    if (with_fingerprint)
+      snap.stats.fingerprint = fingerprint::finish(0, 0, static_cast<int>(t.scalar_type()));
     return snap;
   }
   const c10::cuda::CUDAGuard guard(t.device());
@@ -745,7 +748,8 @@ Snapshot snapshot(const at::Tensor& t, bool with_values, bool with_fingerprint) 
   uint8_t* back = host_result_buffer(static_cast<size_t>(result_bytes(plan->layout)));
   queue_snapshot(t, *plan, stream, with_values, with_fingerprint, back, false, 0);
   C10_CUDA_CHECK(cudaStreamSynchronize(stream));
-  return read_back(back, plan->layout, t.scalar_type(), t.sizes(), t.numel(), with_values, with_fingerprint);
+  return read_back(back, plan->layout, t.scalar_type(), t.sizes(), t.numel(), with_values,
+                   with_fingerprint);
 }
 
 bool can_snapshot_later(const at::Tensor& t, bool with_values) {
@@ -810,7 +814,8 @@ std::string wait_for(const Landing& l) {
   while (!landed(l)) {
     const cudaError_t err = cudaStreamQuery(l.stream);
     if (err == cudaSuccess) break;  // all of the stream ran: take() says what landed
-    if (err != cudaErrorNotReady) return std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err);
+    if (err != cudaErrorNotReady)
+      return std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err);
     std::this_thread::yield();
   }
   return "";
@@ -859,13 +864,15 @@ Allocation allocation_of(const void* address) {
     void* fn = nullptr;
     cudaDriverEntryPointQueryResult found{};
 #if CUDART_VERSION >= 12050
-    const cudaError_t err =
-        cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000, cudaEnableDefault, &found);
+    const cudaError_t err = cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000,
+                                                             cudaEnableDefault, &found);
 #else
-    const cudaError_t err = cudaGetDriverEntryPoint("cuMemGetAddressRange", &fn, cudaEnableDefault, &found);
+    const cudaError_t err =
+        cudaGetDriverEntryPoint("cuMemGetAddressRange", &fn, cudaEnableDefault, &found);
 #endif
-    return err == cudaSuccess && found == cudaDriverEntryPointSuccess ? reinterpret_cast<GetRange>(fn)
-                                                                      : nullptr;
+    return err == cudaSuccess && found == cudaDriverEntryPointSuccess
+               ? reinterpret_cast<GetRange>(fn)
+               : nullptr;
   }();
   Allocation a;
   CUdeviceptr base = 0;
@@ -891,4 +898,4 @@ Facts facts_of(int index) {
   return f;
 }
 
-} // namespace aoti_debug_printer::device
+}  // namespace aoti_debug_printer::device

@@ -69,4 +69,4 @@ struct Facts {
 };
 Facts facts_of(int index);
 
-} // namespace aoti_debug_printer::device
+}  // namespace aoti_debug_printer::device

@@ -32,7 +32,8 @@ C10_HOST_DEVICE inline uint64_t term_of_word(uint64_t word, uint64_t position) {
 // take positions 2p and 2p + 1).
 template <typename T>
 C10_HOST_DEVICE inline uint64_t term(const T& v, int64_t position) {
-  static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16);
+  static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8 ||
+                sizeof(T) == 16);
   const auto p = static_cast<uint64_t>(position);
   if constexpr (sizeof(T) == 16) {
     uint64_t w[2];
@@ -50,4 +51,4 @@ C10_HOST_DEVICE inline uint64_t finish(uint64_t sum, int64_t numel, int dtype) {
   return sum + static_cast<uint64_t>(numel) * kOdd + static_cast<uint64_t>(dtype);
 }
 
-} // namespace aoti_debug_printer::fingerprint
+}  // namespace aoti_debug_printer::fingerprint

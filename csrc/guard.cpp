@@ -36,7 +36,7 @@ at::Tensor bits_of(const at::Tensor& t) {
   }
 }
 
-} // namespace
+}  // namespace
 
 std::optional<uint64_t> fingerprint(const at::Tensor& t) {
   if (t.layout() != at::kStrided) return std::nullopt;
@@ -137,9 +137,7 @@ std::string named(const Where& w) {
   return w.kernel + " (launch " + std::to_string(w.launch) + ")";
 }
 
-bool reads_only(const std::string& role) {
-  return role == "read";
-}
+bool reads_only(const std::string& role) { return role == "read"; }
 
 // Whether the current kernel writes memory that `span` shares, under
 // another name: then a change there is no evidence of anything.
@@ -154,7 +152,8 @@ void forget_overlapping(const Span& span) {
   std::erase_if(state.entries, [&](const Entry& e) { return e.span.overlaps(span); });
 }
 
-void remember(const Where& w, const at::Tensor& t, const std::string& writer, std::optional<uint64_t> print) {
+void remember(const Where& w, const at::Tensor& t, const std::string& writer,
+              std::optional<uint64_t> print) {
   const Span span = span_of(t);
   forget_overlapping(span);
   if (!t.has_storage() || t.numel() == 0) return;
@@ -209,11 +208,9 @@ std::string report(const Settings& settings, GuardFinding f) {
   return "write guard: " + f.message + repro;
 }
 
-} // namespace
+}  // namespace
 
-void begin_run() {
-  state = State{};
-}
+void begin_run() { state = State{}; }
 
 void before_launch(const Settings& settings, const Where& launch, bool seen) {
   if (state.launches.size() <= static_cast<size_t>(std::max<int64_t>(launch.launch, 0))) {
@@ -265,16 +262,16 @@ std::string before_use(const Settings& settings, const Where& w, const at::Tenso
   f.numel = t.numel();
   f.writer = held->writer;
   for (int64_t l = held->writer_launch + 1; l < w.launch; ++l) {
-    if (l >= 0 && static_cast<size_t>(l) < state.launches.size()) f.between.push_back(state.launches[l]);
+    if (l >= 0 && static_cast<size_t>(l) < state.launches.size())
+      f.between.push_back(state.launches[l]);
   }
   f.culprit = held->changed_at;
-  f.message = w.arg + " changed after " + held->writer + " wrote it and before " + named(w) +
-              " read it: " +
-              (f.culprit.empty() ? "a kernel launched between wrote over it" +
-                                       std::string(settings.guard >= 2
-                                                       ? ""
-                                                       : " (AOTI_DEBUG_PRINTER_GUARD=2 names it)")
-                                 : "changed by " + f.culprit);
+  f.message =
+      w.arg + " changed after " + held->writer + " wrote it and before " + named(w) + " read it: " +
+      (f.culprit.empty()
+           ? "a kernel launched between wrote over it" +
+                 std::string(settings.guard >= 2 ? "" : " (AOTI_DEBUG_PRINTER_GUARD=2 names it)")
+           : "changed by " + f.culprit);
   f.files.emplace_back("now", save_copy(settings, w, t));
   return report(settings, std::move(f));
 }
@@ -312,4 +309,4 @@ std::string after_use(const Settings& settings, const Where& w, const at::Tensor
   return report(settings, std::move(f));
 }
 
-} // namespace aoti_debug_printer::guard
+}  // namespace aoti_debug_printer::guard

@@ -55,4 +55,4 @@ std::string before_use(const Settings& settings, const Where& where, const at::T
 std::string after_use(const Settings& settings, const Where& where, const at::Tensor& t,
                       std::optional<uint64_t> print);
 
-} // namespace aoti_debug_printer::guard
+}  // namespace aoti_debug_printer::guard

@@ -2,7 +2,7 @@
 // callers take the host path (one copy to the CPU, then compute_stats).
 #include "device.h"
 
-#include "no_cuda_reason.h" // written by CMake: why this build has no CUDA kernel
+#include "no_cuda_reason.h"  // written by CMake: why this build has no CUDA kernel
 
 #include <c10/util/Exception.h>
 
@@ -17,10 +17,11 @@ bool computes_stats_on(const at::Tensor& t) {
     // it again, once, where a user who wonders why the GPU path is slow looks.
     static std::once_flag told;
     std::call_once(told, [] {
-      std::fprintf(stderr,
-                   "[aoti-debug-printer] this build has no CUDA statistics kernel (%s); statistics of "
-                   "CUDA tensors are computed after a copy to the host\n",
-                   AOTI_DEBUG_PRINTER_NO_CUDA_REASON);
+      std::fprintf(
+          stderr,
+          "[aoti-debug-printer] this build has no CUDA statistics kernel (%s); statistics of "
+          "CUDA tensors are computed after a copy to the host\n",
+          AOTI_DEBUG_PRINTER_NO_CUDA_REASON);
     });
   }
   return false;
@@ -32,36 +33,24 @@ Snapshot snapshot(const at::Tensor&, bool, bool) {
 
 struct Landing {};
 
-bool can_snapshot_later(const at::Tensor&, bool) {
-  return false;
-}
+bool can_snapshot_later(const at::Tensor&, bool) { return false; }
 
 std::shared_ptr<Landing> snapshot_later(const at::Tensor&, bool) {
   TORCH_CHECK(false, "aoti-debug-printer was built without CUDA");
 }
 
-bool landed(const Landing&) {
-  return true;
-}
+bool landed(const Landing&) { return true; }
 
-std::string wait_for(const Landing&) {
-  return "";
-}
+std::string wait_for(const Landing&) { return ""; }
 
 Snapshot take(const Landing&, const std::string&) {
   TORCH_CHECK(false, "aoti-debug-printer was built without CUDA");
 }
 
-std::string check_current_stream() {
-  return "";
-}
+std::string check_current_stream() { return ""; }
 
-Allocation allocation_of(const void*) {
-  return {};
-}
+Allocation allocation_of(const void*) { return {}; }
 
-Facts facts_of(int) {
-  return {};
-}
+Facts facts_of(int) { return {}; }
 
-} // namespace aoti_debug_printer::device
+}  // namespace aoti_debug_printer::device

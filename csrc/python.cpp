@@ -127,7 +127,7 @@ void upstream_print_tensor_handle(const at::Tensor& t, const std::string& msg) {
   fn(torch::aot_inductor::tensor_pointer_to_tensor_handle(&copy), msg.c_str());
 }
 
-} // namespace
+}  // namespace
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "C++ shim of aoti-debug-printer";
@@ -146,17 +146,23 @@ PYBIND11_MODULE(_C, m) {
   m.attr("ROLE_WRITE") = static_cast<int>(AOTI_DEBUG_PRINTER_ROLE_WRITE);
   m.attr("ROLE_READ_WRITE") = static_cast<int>(AOTI_DEBUG_PRINTER_ROLE_READ_WRITE);
 
-  m.def("begin_run", [](bool with_end, const std::string& inductor_config) {
-    begin_run(with_end);
-    compiled_with(inductor_config);
-  }, py::arg("with_end") = false, py::arg("inductor_config") = "",
-        "Start a new run on this thread (with_end: end_run will end it, and CUDA records may wait "
-        "for their statistics until then; inductor_config: the digest of the config its program "
-        "was compiled with).");
-  m.def("end_run", [] {
-    py::gil_scoped_release no_gil;
-    end_run();
-  }, "End this thread's run: every record it took is written.");
+  m.def(
+      "begin_run",
+      [](bool with_end, const std::string& inductor_config) {
+        begin_run(with_end);
+        compiled_with(inductor_config);
+      },
+      py::arg("with_end") = false, py::arg("inductor_config") = "",
+      "Start a new run on this thread (with_end: end_run will end it, and CUDA records may wait "
+      "for their statistics until then; inductor_config: the digest of the config its program "
+      "was compiled with).");
+  m.def(
+      "end_run",
+      [] {
+        py::gil_scoped_release no_gil;
+        end_run();
+      },
+      "End this thread's run: every record it took is written.");
   m.def("launch", &launch_event, py::arg("phase"), py::arg("kernel"), py::arg("flags"),
         "Mark a kernel launch; raises RuntimeError when a CUDA error is found after a kernel.");
   m.def("record", &record, py::arg("action"), py::arg("phase"), py::arg("kernel"), py::arg("arg"),
@@ -166,23 +172,29 @@ PYBIND11_MODULE(_C, m) {
         "Print or save one kernel argument (node: the exported program's node it holds; why: "
         "the reason it holds none; role: AOTI_DEBUG_PRINTER_ROLE_*; formula: how the value it "
         "holds is computed from the program's values, JSON).");
-  m.def("stats", &stats_dict, py::arg("tensor"), py::arg("on") = "auto", py::arg("fingerprint") = false,
+  m.def("stats", &stats_dict, py::arg("tensor"), py::arg("on") = "auto",
+        py::arg("fingerprint") = false,
         "The fused statistics of a tensor (with the write guard's fingerprint when asked).");
-  m.def("fingerprint",
-        [](const at::Tensor& t) -> std::optional<uint64_t> {
-          py::gil_scoped_release no_gil;
-          return guard::fingerprint(t);
-        },
-        py::arg("tensor"), "The write guard's fingerprint of a tensor, computed alone.");
-  m.def("has_device_stats", [](const at::Tensor& t) { return device::computes_stats_on(t); },
-        py::arg("tensor"));
+  m.def(
+      "fingerprint",
+      [](const at::Tensor& t) -> std::optional<uint64_t> {
+        py::gil_scoped_release no_gil;
+        return guard::fingerprint(t);
+      },
+      py::arg("tensor"), "The write guard's fingerprint of a tensor, computed alone.");
+  m.def(
+      "has_device_stats", [](const at::Tensor& t) { return device::computes_stats_on(t); },
+      py::arg("tensor"));
   m.def("set_option", &set_option, py::arg("key"), py::arg("value"));
   m.def("get_option", &get_option, py::arg("key"));
-  m.def("options", [] {
-    py::list out;
-    for (const OptionInfo& o : options()) out.append(py::make_tuple(o.key, o.env, o.doc));
-    return out;
-  }, "The run-time options as (key, environment variable, meaning), in the table's order.");
+  m.def(
+      "options",
+      [] {
+        py::list out;
+        for (const OptionInfo& o : options()) out.append(py::make_tuple(o.key, o.env, o.doc));
+        return out;
+      },
+      "The run-time options as (key, environment variable, meaning), in the table's order.");
   m.def("save_failures", &save_failures);
   m.def("safe_name_part", &safe_name_part, py::arg("name"));
   m.def("library_path", &library_path, "Absolute path of libaoti_debug_printer.so.");

@@ -9,10 +9,10 @@
 #include <unistd.h>
 
 #include <cctype>
-#include <cstdlib>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 #include <type_traits>
 
@@ -69,12 +69,11 @@ std::vector<std::string> flat_values(const at::Tensor& host) {
   std::vector<std::string> out;
   const at::Tensor c = host.contiguous();
   out.reserve(c.numel());
-  AT_DISPATCH_V2(
-      c.scalar_type(), "aoti_debug_printer_values", AT_WRAP([&] {
-        const scalar_t* p = c.const_data_ptr<scalar_t>();
-        for (int64_t i = 0; i < c.numel(); ++i) out.push_back(element(p[i]));
-      }),
-      AOTI_DEBUG_PRINTER_DTYPES);
+  AT_DISPATCH_V2(c.scalar_type(), "aoti_debug_printer_values", AT_WRAP([&] {
+                   const scalar_t* p = c.const_data_ptr<scalar_t>();
+                   for (int64_t i = 0; i < c.numel(); ++i) out.push_back(element(p[i]));
+                 }),
+                 AOTI_DEBUG_PRINTER_DTYPES);
   return out;
 }
 
@@ -98,24 +97,22 @@ std::string where_text(const Where& w, const std::string& detail = "") {
   if (!w.arg.empty()) head += " " + escaped(w.arg, Escape::Text);
   head += detail;
   if (w.launch >= 0) {
-    head += " (run " + std::to_string(w.run) + ", launch " + std::to_string(w.launch) +
-            ", call " + std::to_string(w.call) + ")";
+    head += " (run " + std::to_string(w.run) + ", launch " + std::to_string(w.launch) + ", call " +
+            std::to_string(w.call) + ")";
   } else if (w.run >= 0) {
     head += " (run " + std::to_string(w.run) + ")";
   }
   return head;
 }
 
-} // namespace
+}  // namespace
 
 std::string dtype_name(c10::ScalarType t) {
   // torch's own Python spelling (float32, bfloat16, float8_e4m3fn, ...).
   return std::string(c10::getDtypeNames(t).first);
 }
 
-std::string json_string(const std::string& s) {
-  return "\"" + escaped(s, Escape::Json) + "\"";
-}
+std::string json_string(const std::string& s) { return "\"" + escaped(s, Escape::Json) + "\""; }
 
 namespace {
 
@@ -149,7 +146,7 @@ std::string matmul_precision_name() {
   return "";
 }
 
-} // namespace
+}  // namespace
 
 std::string format_environment(const Where& where, const std::string& device) {
   auto& ctx = at::globalContext();
@@ -165,8 +162,8 @@ std::string format_environment(const Where& where, const std::string& device) {
          ", \"rank\": " + std::to_string(where.rank) +
          ", \"pid\": " + std::to_string(static_cast<int64_t>(getpid())) +
          ", \"process\": " + json_string(process_token()) +
-         ", \"torch\": " + json_string(AOTI_DEBUG_PRINTER_TORCH_VERSION) + ", \"device\": " + json_string(name) +
-         ", \"capability\": " + json_string(capability) +
+         ", \"torch\": " + json_string(AOTI_DEBUG_PRINTER_TORCH_VERSION) +
+         ", \"device\": " + json_string(name) + ", \"capability\": " + json_string(capability) +
          ", \"tf32_matmul\": " + json_flag([&] { return ctx.allowTF32CuBLAS(); }) +
          ", \"tf32_cudnn\": " + json_flag([&] { return ctx.allowTF32CuDNN(); }) +
          ", \"matmul_precision\": " + json_string(matmul_precision_name()) +
@@ -187,9 +184,7 @@ std::string json_where(const Where& w) {
          ", \"process\": " + json_string(process_token());
 }
 
-at::Tensor to_host(const at::Tensor& t) {
-  return t.device().is_cpu() ? t : t.to(at::kCPU);
-}
+at::Tensor to_host(const at::Tensor& t) { return t.device().is_cpu() ? t : t.to(at::kCPU); }
 
 Contents host_contents(const at::Tensor& host, int64_t max_values, bool with_fingerprint) {
   Contents c;
@@ -233,12 +228,8 @@ class DeviceRecord final : public LateRecord {
  public:
   DeviceRecord(TensorRecord r, std::shared_ptr<device::Landing> landing, bool json)
       : record_(std::move(r)), landing_(std::move(landing)), json_(json) {}
-  bool ready() const override {
-    return device::landed(*landing_);
-  }
-  void wait() override {
-    error_ = device::wait_for(*landing_);
-  }
+  bool ready() const override { return device::landed(*landing_); }
+  void wait() override { error_ = device::wait_for(*landing_); }
   std::string text() override {
     device::Snapshot snap = device::take(*landing_, error_);
     set_contents(record_, {std::move(snap.stats), std::move(snap.values)});
@@ -253,14 +244,14 @@ class DeviceRecord final : public LateRecord {
   std::string error_;
 };
 
-} // namespace
+}  // namespace
 
 bool can_record_later(const at::Tensor& t, int64_t max_values) {
   return device::can_snapshot_later(t, takes_values(t, max_values));
 }
 
-std::unique_ptr<LateRecord> record_later(const Where& where, const at::Tensor& t, int64_t max_values,
-                                         bool json) {
+std::unique_ptr<LateRecord> record_later(const Where& where, const at::Tensor& t,
+                                         int64_t max_values, bool json) {
   std::shared_ptr<device::Landing> landing = device::snapshot_later(t, takes_values(t, max_values));
   if (!landing) return nullptr;
   return std::make_unique<DeviceRecord>(describe(where, t, Contents{}), std::move(landing), json);
@@ -303,24 +294,26 @@ std::string hex(uintptr_t v) {
 bool holds(uintptr_t base, uint64_t size, uintptr_t data, uint64_t span) {
   return data >= base && data + span <= base + size;
 }
-} // namespace
+}  // namespace
 
 std::string format_cuda_error(const Where& where, const std::string& error,
                               const std::vector<WatchedArg>& args, bool json) {
   std::ostringstream out;
   if (json) {
-    out << "{\"event\": \"cuda_error\", " << json_where(where) << ", \"error\": " << json_string(error)
-        << ", \"args\": [";
+    out << "{\"event\": \"cuda_error\", " << json_where(where)
+        << ", \"error\": " << json_string(error) << ", \"args\": [";
     for (size_t i = 0; i < args.size(); ++i) {
       const WatchedArg& a = args[i];
-      out << (i ? ", " : "") << "{\"arg\": " << json_string(a.name) << ", \"shape\": " << list(a.shape)
-          << ", \"dtype\": " << json_string(a.dtype) << ", \"device\": " << json_string(a.device)
+      out << (i ? ", " : "") << "{\"arg\": " << json_string(a.name)
+          << ", \"shape\": " << list(a.shape) << ", \"dtype\": " << json_string(a.dtype)
+          << ", \"device\": " << json_string(a.device)
           << ", \"data_ptr\": " << json_string(hex(a.data)) << ", \"span_bytes\": " << a.span
           << ", \"inside_storage\": "
           << (holds(a.storage, a.storage_bytes, a.data, a.span) ? "true" : "false")
           << ", \"inside_allocation\": "
-          << (a.allocation_known ? (holds(a.allocation, a.allocation_bytes, a.data, a.span) ? "true" : "false")
-                                 : "null");
+          << (a.allocation_known
+                  ? (holds(a.allocation, a.allocation_bytes, a.data, a.span) ? "true" : "false")
+                  : "null");
       if (!a.saved_as.empty()) out << ", \"file\": " << json_string(a.saved_as);
       out << "}";
     }
@@ -348,7 +341,8 @@ std::string format_cuda_error(const Where& where, const std::string& error,
         << (holds(a.storage, a.storage_bytes, a.data, a.span) ? "inside" : "OUTSIDE");
     if (a.allocation_known) {
       out << "; allocation=[" << hex(a.allocation) << ", " << hex(a.allocation + a.allocation_bytes)
-          << ") " << (holds(a.allocation, a.allocation_bytes, a.data, a.span) ? "inside" : "OUTSIDE");
+          << ") "
+          << (holds(a.allocation, a.allocation_bytes, a.data, a.span) ? "inside" : "OUTSIDE");
     }
     if (!a.saved_as.empty()) out << "; saved as " << a.saved_as;
     out << "\n";
@@ -416,9 +410,8 @@ std::string format_json(const TensorRecord& r, const std::string& extra) {
         << ", \"max\": " << (s.max ? scalar_text(*s.max, true) : "null")
         << ", \"mean\": " << number(s.mean, true) << ", \"std\": " << number(s.std, true)
         << ", \"absmax\": " << (s.min ? number(s.absmax, true) : "null")
-        << ", \"finite\": " << s.finite << ", \"nan\": " << s.nan
-        << ", \"pos_inf\": " << s.pos_inf << ", \"neg_inf\": " << s.neg_inf
-        << ", \"zeros\": " << s.zeros << "}";
+        << ", \"finite\": " << s.finite << ", \"nan\": " << s.nan << ", \"pos_inf\": " << s.pos_inf
+        << ", \"neg_inf\": " << s.neg_inf << ", \"zeros\": " << s.zeros << "}";
   }
   if (!r.values.empty()) out << ", \"values\": " << list(r.values, true);
   out << extra << "}";
@@ -462,10 +455,12 @@ std::string format_guard(const GuardFinding& f, bool json) {
         << ", \"message\": " << json_string(f.message) << ", \"numel\": " << f.numel
         << ", \"changed\": " << f.changed << ", \"first_index\": " << f.first_index
         << ", \"writer\": " << json_string(f.writer) << ", \"between\": [";
-    for (size_t i = 0; i < f.between.size(); ++i) out << (i ? ", " : "") << json_string(f.between[i]);
+    for (size_t i = 0; i < f.between.size(); ++i)
+      out << (i ? ", " : "") << json_string(f.between[i]);
     out << "], \"culprit\": " << json_string(f.culprit) << ", \"files\": {";
     for (size_t i = 0; i < f.files.size(); ++i) {
-      out << (i ? ", " : "") << json_string(f.files[i].first) << ": " << json_string(f.files[i].second);
+      out << (i ? ", " : "") << json_string(f.files[i].first) << ": "
+          << json_string(f.files[i].second);
     }
     out << "}}\n";
     return out.str();
@@ -504,4 +499,4 @@ std::string format_launch(const Where& where, bool json) {
   return where_text(where) + "\n";
 }
 
-} // namespace aoti_debug_printer
+}  // namespace aoti_debug_printer

@@ -16,18 +16,18 @@
 namespace aoti_debug_printer {
 
 struct Where {
-  std::string phase;   // before_launch, after_launch, model_input, or upstream's msg
+  std::string phase;      // before_launch, after_launch, model_input, or upstream's msg
   int32_t phase_id = -1;  // the AOTI_DEBUG_PRINTER_* phase; -1 for upstream's msg
-  std::string kernel;  // empty for upstream-style messages
+  std::string kernel;     // empty for upstream-style messages
   std::string arg;
-  int64_t run = -1;    // -1: outside any run the generated code announced
+  int64_t run = -1;  // -1: outside any run the generated code announced
   int64_t launch = -1;
-  int64_t call = -1;   // how many times this kernel ran before, in this run
-  int64_t rank = -1;   // the process's distributed rank; -1 outside one
-  std::string node;    // the exported program's node the tensor holds, if known
-  std::string why;     // why it holds no single node's value, if the codegen knows
-  std::string formula; // how that value is computed from the program's values (JSON), if known
-  std::string role;    // read, write, read_write; empty when not known
+  int64_t call = -1;    // how many times this kernel ran before, in this run
+  int64_t rank = -1;    // the process's distributed rank; -1 outside one
+  std::string node;     // the exported program's node the tensor holds, if known
+  std::string why;      // why it holds no single node's value, if the codegen knows
+  std::string formula;  // how that value is computed from the program's values (JSON), if known
+  std::string role;     // read, write, read_write; empty when not known
   std::string inductor_config;  // digest of the config the program was compiled with
 };
 
@@ -70,8 +70,8 @@ TensorRecord describe(const Where& where, const at::Tensor& t, const Contents& c
 // no room; the caller then writes out the records ahead (which frees it) and
 // asks again. Only for tensors can_record_later takes.
 bool can_record_later(const at::Tensor& t, int64_t max_values);
-std::unique_ptr<LateRecord> record_later(const Where& where, const at::Tensor& t, int64_t max_values,
-                                         bool json);
+std::unique_ptr<LateRecord> record_later(const Where& where, const at::Tensor& t,
+                                         int64_t max_values, bool json);
 // A record that carries only a problem (null handle, undefined tensor).
 TensorRecord describe_problem(const Where& where, std::string problem);
 
@@ -139,11 +139,11 @@ struct GuardFinding {
   std::string kind;     // "read_only_argument_changed" or "overwritten_before_read"
   std::string message;  // one line that says it all
   int64_t numel = 0;
-  int64_t changed = -1;      // elements changed; -1 when not known (only a fingerprint)
-  int64_t first_index = -1;  // row-major index of the first changed element
-  std::string writer;        // the kernel that wrote the buffer, with its launch
+  int64_t changed = -1;              // elements changed; -1 when not known (only a fingerprint)
+  int64_t first_index = -1;          // row-major index of the first changed element
+  std::string writer;                // the kernel that wrote the buffer, with its launch
   std::vector<std::string> between;  // kernels launched between writer and reader
-  std::string culprit;       // what changed it, when the guard could tell
+  std::string culprit;               // what changed it, when the guard could tell
   std::vector<std::pair<std::string, std::string>> files;  // (what, file) saved
 };
 std::string format_guard(const GuardFinding& f, bool json);
@@ -154,4 +154,4 @@ std::string json_where(const Where& w);
 
 std::string dtype_name(c10::ScalarType t);
 
-} // namespace aoti_debug_printer
+}  // namespace aoti_debug_printer

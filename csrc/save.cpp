@@ -11,14 +11,14 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <chrono>
-#include <set>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string_view>
 #include <thread>
@@ -135,7 +135,8 @@ void append_line(const std::string& path, const std::string& line) {
   const int err = n < 0 ? errno : ENOSPC;
   if (n >= 0 && static_cast<size_t>(n) < line.size()) {
     const off_t end = ::lseek(fd, 0, SEEK_END);
-    if (end >= n && ::ftruncate(fd, end - n) != 0) { /* the reader skips a torn last line */ }
+    if (end >= n && ::ftruncate(fd, end - n) != 0) { /* the reader skips a torn last line */
+    }
   }
   ::close(fd);
   if (n < 0 || static_cast<size_t>(n) < line.size()) fail("cannot write", path, err);
@@ -167,7 +168,10 @@ std::optional<std::string_view> dtype_without_storage_class(at::ScalarType dtype
 class Pickle {
  public:
   Pickle() { bytes_ += "\x80\x02"; }
-  Pickle& op(char code) { bytes_ += code; return *this; }
+  Pickle& op(char code) {
+    bytes_ += code;
+    return *this;
+  }
   Pickle& global(std::string_view module, std::string_view name) {
     ((bytes_ += 'c') += module) += '\n';
     (bytes_ += name) += '\n';
@@ -208,10 +212,16 @@ std::vector<char> pickle_as_torch_save(const at::Tensor& host, std::string_view 
   const size_t nbytes = static_cast<size_t>(value.numel()) * value.element_size();
   Pickle p;
   p.global("torch._utils", "_rebuild_tensor_v3").op('(');
-  p.op('(').text("storage").global("torch.storage", "UntypedStorage").text("0").text("cpu")
-      .integer(static_cast<int64_t>(nbytes)).op('t').op('Q');  // BINPERSID
+  p.op('(')
+      .text("storage")
+      .global("torch.storage", "UntypedStorage")
+      .text("0")
+      .text("cpu")
+      .integer(static_cast<int64_t>(nbytes))
+      .op('t')
+      .op('Q');                                                       // BINPERSID
   p.integer(0).ints(value.sizes()).ints(value.strides()).op('\x89');  // requires_grad=False
-  p.global("collections", "OrderedDict").op(')').op('R');  // no backward hooks
+  p.global("collections", "OrderedDict").op(')').op('R');             // no backward hooks
   p.global("torch", dtype).op('t').op('R');
   const std::string& program = p.finish();
 
@@ -241,7 +251,7 @@ std::string phase_tag(const std::string& phase) {
   return safe_name_part(phase);
 }
 
-} // namespace
+}  // namespace
 
 std::string safe_name_part(const std::string& s) {
   std::string out;
@@ -268,7 +278,7 @@ std::string capped(const std::string& stem) {
   std::snprintf(digest, sizeof digest, "-%016llx", static_cast<unsigned long long>(h));
   return stem.substr(0, kMax - 17) + digest;
 }
-} // namespace
+}  // namespace
 
 static void make_dir(const std::string& dir) {
   std::error_code ec;
@@ -328,8 +338,8 @@ std::string save_snapshot(const std::string& dir, const TensorRecord& record,
   std::snprintf(launch, sizeof launch, "%05lld", static_cast<long long>(w.launch));
   // Ranks of one job share a directory: the rank leads, so names never collide.
   const std::string stem =
-      (w.rank >= 0 ? "rank" + std::to_string(w.rank) + "-" : std::string()) +
-      "run" + std::to_string(w.run) +
+      (w.rank >= 0 ? "rank" + std::to_string(w.rank) + "-" : std::string()) + "run" +
+      std::to_string(w.run) +
       (w.launch < 0 ? "-" + phase_tag(w.phase) + "-" + safe_name_part(w.arg)
                     : "-launch" + std::string(launch) + "-" + phase_tag(w.phase) + "-" +
                           safe_name_part(w.kernel) + "-" + safe_name_part(w.arg) + "-call" +
@@ -348,7 +358,7 @@ struct SaveFailures {
     if (n > 1) report_error(std::to_string(n) + " snapshots in all could not be saved");
   }
 } failures;
-} // namespace
+}  // namespace
 
 void saving(const std::function<void()>& save) {
   try {
@@ -361,8 +371,6 @@ void saving(const std::function<void()>& save) {
   }
 }
 
-int64_t save_failures() {
-  return failures.count.load();
-}
+int64_t save_failures() { return failures.count.load(); }
 
-} // namespace aoti_debug_printer
+}  // namespace aoti_debug_printer

@@ -38,4 +38,4 @@ std::string note_finding_in_dump(const std::string& dir, const std::string& json
 // no name can leave the directory.
 std::string safe_name_part(const std::string& s);
 
-} // namespace aoti_debug_printer
+}  // namespace aoti_debug_printer

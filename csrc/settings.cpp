@@ -1,18 +1,18 @@
 #include "settings.h"
 
+#include <fnmatch.h>
+#include <unistd.h>
+#include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <algorithm>
-#include <atomic>
 #include <deque>
-#include <fnmatch.h>
 #include <mutex>
 #include <random>
 #include <stdexcept>
-#include <unistd.h>
 #include <vector>
 
 namespace aoti_debug_printer {
@@ -58,9 +58,9 @@ std::string cleaned(const std::string& key, const std::string& value) {
 
 // Variables of this package that are not options: the Python entry
 // point's switch, the header's library path, and the test scripts' torch.
-constexpr const char* kOtherVariables[] = {
-    "AOTI_DEBUG_PRINTER_AUTOLOAD", "AOTI_DEBUG_PRINTER_LIBRARY", "AOTI_DEBUG_PRINTER_TORCH",
-    "AOTI_DEBUG_PRINTER_OTHER_PYTHON"};
+constexpr const char* kOtherVariables[] = {"AOTI_DEBUG_PRINTER_AUTOLOAD",
+                                           "AOTI_DEBUG_PRINTER_LIBRARY", "AOTI_DEBUG_PRINTER_TORCH",
+                                           "AOTI_DEBUG_PRINTER_OTHER_PYTHON"};
 
 size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<size_t> row(b.size() + 1);
@@ -87,7 +87,8 @@ std::vector<std::pair<int64_t, int64_t>> rank_ranges(const std::string& spec) {
     const std::string part = spec.substr(start, comma - start);
     const size_t dash = part.find('-');
     const int64_t lo = whole_number("ranks", part.substr(0, dash), 0);
-    const int64_t hi = dash == std::string::npos ? lo : whole_number("ranks", part.substr(dash + 1), lo);
+    const int64_t hi =
+        dash == std::string::npos ? lo : whole_number("ranks", part.substr(dash + 1), lo);
     out.emplace_back(lo, hi);
     start = comma + 1;
   }
@@ -123,7 +124,8 @@ const std::vector<OptionInfo>& table() {
   using S = Settings;
   using V = const std::string&;
   static const std::vector<OptionInfo> options = {
-      {"output", "AOTI_DEBUG_PRINTER_OUTPUT", "", "stdout, stderr, or a file that records are appended to",
+      {"output", "AOTI_DEBUG_PRINTER_OUTPUT", "",
+       "stdout, stderr, or a file that records are appended to",
        [](S& s, V v) {
          if (v.empty()) throw std::invalid_argument("output must not be empty");
          s.output = v;
@@ -152,7 +154,9 @@ const std::vector<OptionInfo>& table() {
        [](const S& s) { return std::to_string(s.max_values); }},
       {"sync", "AOTI_DEBUG_PRINTER_SYNC", "",
        "auto, on or off: wait for the GPU after each kernel and check CUDA's error state",
-       [](S& s, V v) { s.sync = v == "auto" ? Sync::Auto : flag("sync", v) ? Sync::On : Sync::Off; },
+       [](S& s, V v) {
+         s.sync = v == "auto" ? Sync::Auto : flag("sync", v) ? Sync::On : Sync::Off;
+       },
        [](const S& s) {
          return std::string(s.sync == Sync::Auto ? "auto" : s.sync == Sync::On ? "on" : "off");
        }},
@@ -160,10 +164,12 @@ const std::vector<OptionInfo>& table() {
        "while syncing, keep host copies of a kernel's inputs; a failing kernel's are saved",
        [](S& s, V v) { s.replay = flag("replay", v); },
        [](const S& s) { return on_off(s.replay); }},
-      {"rank", "AOTI_DEBUG_PRINTER_RANK", "RANK", "this process's rank; -1 outside distributed runs",
+      {"rank", "AOTI_DEBUG_PRINTER_RANK", "RANK",
+       "this process's rank; -1 outside distributed runs",
        [](S& s, V v) { s.rank = whole_number("rank", v, -1); },
        [](const S& s) { return std::to_string(s.rank); }},
-      {"ranks", "AOTI_DEBUG_PRINTER_RANKS", "", "the ranks that record, e.g. 0 or 0,2-3; all by default",
+      {"ranks", "AOTI_DEBUG_PRINTER_RANKS", "",
+       "the ranks that record, e.g. 0 or 0,2-3; all by default",
        [](S& s, V v) {
          s.rank_ranges = rank_ranges(v);
          s.ranks = v;
@@ -186,8 +192,7 @@ const std::vector<OptionInfo>& table() {
        [](const S& s) { return s.kernels; }},
       {"trap", "AOTI_DEBUG_PRINTER_TRAP", "",
        "stop at the first kernel whose outputs gain NaN or Inf (levels 1 and 2)",
-       [](S& s, V v) { s.trap = flag("trap", v); },
-       [](const S& s) { return on_off(s.trap); }},
+       [](S& s, V v) { s.trap = flag("trap", v); }, [](const S& s) { return on_off(s.trap); }},
       {"guard", "AOTI_DEBUG_PRINTER_GUARD", "",
        "0 off; 1 stop at a kernel that writes where it must not (levels 1 and 2); "
        "2 also name the kernel that overwrote a buffer (slow)",
@@ -200,8 +205,7 @@ const std::vector<OptionInfo>& table() {
       {"roles", "AOTI_DEBUG_PRINTER_ROLES", "",
        "1 (default) use each argument's role: no statistics of an output before launch, a "
        "read-only argument recorded once; 0 record every argument in full before and after launch",
-       [](S& s, V v) { s.roles = flag("roles", v); },
-       [](const S& s) { return on_off(s.roles); }},
+       [](S& s, V v) { s.roles = flag("roles", v); }, [](const S& s) { return on_off(s.roles); }},
   };
   return options;
 }
@@ -221,13 +225,13 @@ void warn_of_unknown_variables(const std::vector<std::string>& known) {
   for (char** e = environ; e && *e; ++e) {
     const std::string entry = *e;
     const std::string name = entry.substr(0, entry.find('='));
-    if (name.rfind(prefix, 0) != 0 ||
-        std::find(known.begin(), known.end(), name) != known.end()) {
+    if (name.rfind(prefix, 0) != 0 || std::find(known.begin(), known.end(), name) != known.end()) {
       continue;
     }
-    const auto nearest = std::min_element(known.begin(), known.end(), [&](const auto& a, const auto& b) {
-      return edit_distance(name, a) < edit_distance(name, b);
-    });
+    const auto nearest =
+        std::min_element(known.begin(), known.end(), [&](const auto& a, const auto& b) {
+          return edit_distance(name, a) < edit_distance(name, b);
+        });
     report_error(name + " is not a variable of aoti-debug-printer (did you mean " + *nearest +
                  "?); ignored");
   }
@@ -270,7 +274,7 @@ Sink& sink() {
   return s;
 }
 
-} // namespace
+}  // namespace
 
 bool Settings::rank_selected() const {
   // A process outside any distributed run has no rank to select by.
@@ -306,9 +310,7 @@ const Settings& settings_now() {
   return cached;
 }
 
-int runtime_level() {
-  return settings_now().level;
-}
+int runtime_level() { return settings_now().level; }
 
 bool Settings::kernel_selected(const std::string& kernel) const {
   if (kernel_patterns.empty()) return true;
@@ -318,13 +320,9 @@ bool Settings::kernel_selected(const std::string& kernel) const {
   return false;
 }
 
-std::string get_option(const std::string& key) {
-  return find_option(key).show(current_settings());
-}
+std::string get_option(const std::string& key) { return find_option(key).show(current_settings()); }
 
-const std::vector<OptionInfo>& options() {
-  return table();
-}
+const std::vector<OptionInfo>& options() { return table(); }
 
 namespace {
 
@@ -394,7 +392,7 @@ struct Queue {
 };
 thread_local Queue queue;
 
-} // namespace
+}  // namespace
 
 void emit(const Settings& settings, const std::string& text) {
   if (queue.items.empty()) {
@@ -409,13 +407,9 @@ void emit_later(const Settings& settings, std::unique_ptr<LateRecord> record) {
   queue.items.push_back({settings.output, "", std::move(record)});
 }
 
-void flush_records(bool wait) {
-  queue.flush(wait);
-}
+void flush_records(bool wait) { queue.flush(wait); }
 
-bool records_waiting() {
-  return !queue.items.empty();
-}
+bool records_waiting() { return !queue.items.empty(); }
 
 namespace {
 // One line on stderr, whatever the output is; the message escaped as text.
@@ -425,7 +419,7 @@ void to_stderr(const char* kind, const std::string& message) {
   std::fwrite(line.data(), 1, line.size(), stderr);
   std::fflush(stderr);
 }
-} // namespace
+}  // namespace
 
 void report_error(const std::string& message) { to_stderr("ERROR: ", message); }
 
@@ -440,21 +434,29 @@ size_t utf8_length(const std::string& s, size_t i) {
   if (b < 0x80) return 1;
   size_t n = 0;
   unsigned char lo = 0x80, hi = 0xBF;  // the second byte's range
-  if (b >= 0xC2 && b <= 0xDF) n = 2;
-  else if (b == 0xE0) n = 3, lo = 0xA0;
-  else if ((b >= 0xE1 && b <= 0xEC) || b == 0xEE || b == 0xEF) n = 3;
-  else if (b == 0xED) n = 3, hi = 0x9F;  // no UTF-16 surrogates
-  else if (b == 0xF0) n = 4, lo = 0x90;
-  else if (b >= 0xF1 && b <= 0xF3) n = 4;
-  else if (b == 0xF4) n = 4, hi = 0x8F;
-  else return 0;
+  if (b >= 0xC2 && b <= 0xDF)
+    n = 2;
+  else if (b == 0xE0)
+    n = 3, lo = 0xA0;
+  else if ((b >= 0xE1 && b <= 0xEC) || b == 0xEE || b == 0xEF)
+    n = 3;
+  else if (b == 0xED)
+    n = 3, hi = 0x9F;  // no UTF-16 surrogates
+  else if (b == 0xF0)
+    n = 4, lo = 0x90;
+  else if (b >= 0xF1 && b <= 0xF3)
+    n = 4;
+  else if (b == 0xF4)
+    n = 4, hi = 0x8F;
+  else
+    return 0;
   if (i + n > s.size() || at(i + 1) < lo || at(i + 1) > hi) return 0;
   for (size_t k = 2; k < n; ++k)
     if (at(i + k) < 0x80 || at(i + k) > 0xBF) return 0;
   return n;
 }
 
-} // namespace
+}  // namespace
 
 const std::string& process_token() {
   static const std::string token = [] {
@@ -476,7 +478,7 @@ std::string escaped(const std::string& s, Escape how) {
     const unsigned char b = static_cast<unsigned char>(s[i]);
     const size_t n = utf8_length(s, i);
     const char* spelt = nullptr;  // what stands for the character, if not itself
-    if (n == 0) {  // not UTF-8: the byte, spelt out
+    if (n == 0) {                 // not UTF-8: the byte, spelt out
       std::snprintf(buf, sizeof buf, json ? "\\\\x%02x" : "\\x%02x", b);
       spelt = buf;
     } else if (n == 1 && json && (b == '"' || b == '\\')) {
@@ -503,4 +505,4 @@ std::string escaped(const std::string& s, Escape how) {
   return out;
 }
 
-} // namespace aoti_debug_printer
+}  // namespace aoti_debug_printer

@@ -141,4 +141,4 @@ const std::string& process_token();
 enum class Escape { Json, Text };
 std::string escaped(const std::string& s, Escape how);
 
-} // namespace aoti_debug_printer
+}  // namespace aoti_debug_printer

@@ -13,8 +13,8 @@
 #include <atomic>
 #include <cstdio>
 #include <exception>
-#include <vector>
 #include <unordered_map>
+#include <vector>
 
 namespace aoti_debug_printer {
 namespace {
@@ -54,11 +54,9 @@ void guarded(const char* function, F&& body) noexcept {
   }
 }
 
-const char* or_empty(const char* s) {
-  return s ? s : "";
-}
+const char* or_empty(const char* s) { return s ? s : ""; }
 
-} // namespace
+}  // namespace
 
 std::string phase_name(int32_t phase) {
   switch (phase) {
@@ -90,9 +88,7 @@ void begin_run(bool with_end) {
   guard::begin_run();
 }
 
-void compiled_with(const std::string& inductor_config) {
-  state.inductor_config = inductor_config;
-}
+void compiled_with(const std::string& inductor_config) { state.inductor_config = inductor_config; }
 
 void end_run() {
   state.run_has_end = false;
@@ -117,8 +113,9 @@ void save_inputs(const Settings& settings, const Where& at_kernel) {
     if (!a.host.defined()) continue;
     const Where at = input_where(at_kernel, a.name);
     saving([&] {
-      a.saved_as = settings.dump_dir + "/" +
-                   save_snapshot(settings.dump_dir, describe(at, a.host, host_contents(a.host, 0)), a.host);
+      a.saved_as =
+          settings.dump_dir + "/" +
+          save_snapshot(settings.dump_dir, describe(at, a.host, host_contents(a.host, 0)), a.host);
     });
   }
 }
@@ -133,11 +130,9 @@ int32_t effective_action(int32_t compiled, int32_t phase, int level) {
   return level == 3 && phase == AOTI_DEBUG_PRINTER_BEFORE_LAUNCH ? AOTI_DEBUG_PRINTER_WATCH : 0;
 }
 
-int64_t non_finite(const TensorStats& s) {
-  return s.nan + s.pos_inf + s.neg_inf;
-}
+int64_t non_finite(const TensorStats& s) { return s.nan + s.pos_inf + s.neg_inf; }
 
-} // namespace
+}  // namespace
 
 std::string launch(int32_t phase, const std::string& kernel, int32_t flags) {
   // Every launch event writes out the records whose statistics have landed.
@@ -188,14 +183,16 @@ std::string launch(int32_t phase, const std::string& kernel, int32_t flags) {
       emit(settings, format_cuda_error(w, error, state.watched, json));
       const std::string repro =
           settings.replay
-              ? note_finding_in_dump(settings.dump_dir, format_cuda_error(w, error, state.watched, true))
+              ? note_finding_in_dump(settings.dump_dir,
+                                     format_cuda_error(w, error, state.watched, true))
               : "; AOTI_DEBUG_PRINTER_REPLAY=1 saves its arguments for a one-kernel repro";
       if (settings.output != "stderr") {
         report_error("CUDA error after kernel " + kernel + " (launch " + std::to_string(w.launch) +
                      "): " + error + repro);
       }
       state.watched.clear();
-      return "kernel " + kernel + " (launch " + std::to_string(w.launch) + ") failed: " + error + repro;
+      return "kernel " + kernel + " (launch " + std::to_string(w.launch) + ") failed: " + error +
+             repro;
     }
   }
   if (phase == AOTI_DEBUG_PRINTER_AFTER_LAUNCH && state.guarding) {
@@ -286,10 +283,12 @@ Stop trap(const Settings& settings, const Where& where, const TensorStats& stats
   const bool json = settings.format == Format::Jsonl;
   if (!settings.trap || non_finite(stats) == 0) return {};
   if (phase == AOTI_DEBUG_PRINTER_MODEL_INPUT) {
-    emit(settings, format_trap(where, stats, "model input " + where.arg +
-                                                 " already holds NaN/Inf: no kernel made it",
-                               {}, json));
-    return {AOTI_DEBUG_PRINTER_STOPPED_BY_TRAP, "NaN/Inf trap: model input " + where.arg + " holds NaN/Inf"};
+    emit(settings,
+         format_trap(where, stats,
+                     "model input " + where.arg + " already holds NaN/Inf: no kernel made it", {},
+                     json));
+    return {AOTI_DEBUG_PRINTER_STOPPED_BY_TRAP,
+            "NaN/Inf trap: model input " + where.arg + " holds NaN/Inf"};
   }
   if (phase != AOTI_DEBUG_PRINTER_AFTER_LAUNCH) return {};
   // Blame the kernel only for values it made: the argument was finite
@@ -311,7 +310,8 @@ Stop trap(const Settings& settings, const Where& where, const TensorStats& stats
   const std::string repro =
       note_finding_in_dump(settings.dump_dir, format_trap(where, stats, what, inputs, true, files));
   const std::string message = "NaN/Inf trap: kernel " + where.kernel + " (launch " +
-                              std::to_string(where.launch) + ") made NaN/Inf in " + where.arg + repro;
+                              std::to_string(where.launch) + ") made NaN/Inf in " + where.arg +
+                              repro;
   // The generated code's exception carries no more than the kernel's name.
   if (settings.output != "stderr") report_error(message);
   return {AOTI_DEBUG_PRINTER_STOPPED_BY_TRAP, message};
@@ -321,7 +321,7 @@ Stop guard_stop(const std::string& message) {
   return message.empty() ? Stop{} : Stop{AOTI_DEBUG_PRINTER_STOPPED_BY_GUARD, message};
 }
 
-} // namespace
+}  // namespace
 
 Stop record_tensor(int32_t action, const Where& given, const at::Tensor* t) {
   const int level = runtime_level();
@@ -353,8 +353,8 @@ Stop record_tensor(int32_t action, const Where& given, const at::Tensor* t) {
     state.watched.back().unwritten_output = unwritten_output;
   }
   if (action == AOTI_DEBUG_PRINTER_WATCH) return {};
-  const bool guarding = defined && settings.guard > 0 &&
-                        (phase == AOTI_DEBUG_PRINTER_MODEL_INPUT || state.guarding);
+  const bool guarding =
+      defined && settings.guard > 0 && (phase == AOTI_DEBUG_PRINTER_MODEL_INPUT || state.guarding);
   if (phase == AOTI_DEBUG_PRINTER_AFTER_LAUNCH && read_only) {
     // An argument the kernel only reads was recorded before launch, and is
     // unchanged unless the guard says otherwise.
@@ -369,7 +369,8 @@ Stop record_tensor(int32_t action, const Where& given, const at::Tensor* t) {
   // the trap, the guard nor the sync after kernels needs them now.
   const bool later = state.run_has_end && !guarding && !settings.trap && settings.sync != Sync::On;
   // The guard takes the fingerprint from the record's own pass: no second read.
-  const TensorStats stats = write_record(action, settings, where, *t, unwritten_output, guarding, later);
+  const TensorStats stats =
+      write_record(action, settings, where, *t, unwritten_output, guarding, later);
   if (Stop stop = trap(settings, where, stats); stop.code != 0) return stop;
   if (!guarding) return {};
   return guard_stop(phase == AOTI_DEBUG_PRINTER_AFTER_LAUNCH
@@ -392,7 +393,7 @@ void record_scalar(int32_t action, const Where& where, const char* type, const s
   emit(settings, format_scalar(where, type, value, settings.format == Format::Jsonl));
 }
 
-} // namespace aoti_debug_printer
+}  // namespace aoti_debug_printer
 
 using namespace aoti_debug_printer;
 
@@ -406,7 +407,7 @@ std::string float_text(double v) {
   std::snprintf(buf, sizeof buf, "%.17g", v);
   return buf;
 }
-} // namespace
+}  // namespace
 
 extern "C" {
 
@@ -428,7 +429,8 @@ void aoti_debug_printer_end_run(void) {
 
 int32_t aoti_debug_printer_launch(int32_t phase, const char* kernel, int32_t flags) {
   if (runtime_level() == 0) {  // switched off: count the launch, nothing more
-    if (phase == AOTI_DEBUG_PRINTER_BEFORE_LAUNCH) guarded(__func__, [&] { launch(phase, "", flags); });
+    if (phase == AOTI_DEBUG_PRINTER_BEFORE_LAUNCH)
+      guarded(__func__, [&] { launch(phase, "", flags); });
     return 0;
   }
   int32_t failed = 0;
@@ -437,9 +439,9 @@ int32_t aoti_debug_printer_launch(int32_t phase, const char* kernel, int32_t fla
 }
 
 int32_t aoti_debug_printer_tensor_computed(int32_t action, int32_t phase, const char* kernel,
-                                          const char* arg, const char* node, const char* why,
-                                          const char* formula, int32_t role,
-                                          AtenTensorHandle tensor) {
+                                           const char* arg, const char* node, const char* why,
+                                           const char* formula, int32_t role,
+                                           AtenTensorHandle tensor) {
   if (runtime_level() == 0) return 0;  // switched off: build nothing
   int32_t stop = 0;
   guarded(__func__, [&] {
@@ -454,8 +456,8 @@ int32_t aoti_debug_printer_tensor_computed(int32_t action, int32_t phase, const 
 }
 
 int32_t aoti_debug_printer_tensor_held(int32_t action, int32_t phase, const char* kernel,
-                                      const char* arg, const char* node, const char* why,
-                                      int32_t role, AtenTensorHandle tensor) {
+                                       const char* arg, const char* node, const char* why,
+                                       int32_t role, AtenTensorHandle tensor) {
   return aoti_debug_printer_tensor_computed(action, phase, kernel, arg, node, why, nullptr, role,
                                             tensor);
 }
@@ -481,8 +483,8 @@ void aoti_debug_printer_int64(int32_t action, int32_t phase, const char* kernel,
   });
 }
 
-void aoti_debug_printer_float64(int32_t action, int32_t phase, const char* kernel,
-                                const char* arg, double value) {
+void aoti_debug_printer_float64(int32_t action, int32_t phase, const char* kernel, const char* arg,
+                                double value) {
   if (runtime_level() == 0) return;  // switched off: build nothing
   guarded(__func__, [&] {
     record_scalar(action, where_now(phase, or_empty(kernel), or_empty(arg)), "float64",
@@ -542,11 +544,12 @@ void aoti_torch_print_tensor_handle(AtenTensorHandle self, const char* msg) {
 void aoti_torch_save_tensor_handle(AtenTensorHandle self, const char* tensor_name,
                                    const char* launch_prefix, const char* kernel_name) {
   guarded(__func__, [&] {
-    Where w = where_now(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, or_empty(kernel_name), or_empty(tensor_name));
+    Where w =
+        where_now(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, or_empty(kernel_name), or_empty(tensor_name));
     w.phase = or_empty(launch_prefix);
     w.phase_id = -1;  // upstream's own label, outside our launch events
     record_tensor(AOTI_DEBUG_PRINTER_SAVE, w, tensor_of(self));
   });
 }
 
-} // extern "C"
+}  // extern "C"

@@ -41,4 +41,4 @@ struct Stop {
 Stop record_tensor(int32_t action, const Where& where, const at::Tensor* t);
 void record_scalar(int32_t action, const Where& where, const char* type, const std::string& value);
 
-} // namespace aoti_debug_printer
+}  // namespace aoti_debug_printer

@@ -206,7 +206,8 @@ TensorStats reduce(at::TensorIterator& iter, bool with_fingerprint, const char* 
                   accumulate<scalar_t>(p, *reinterpret_cast<const scalar_t*>(ptr + i * strides[0]));
                 }
               }
-              if (with_fingerprint) p.fingerprint += fingerprint_run<scalar_t>(ptr, n, strides[0], base);
+              if (with_fingerprint)
+                p.fingerprint += fingerprint_run<scalar_t>(ptr, n, strides[0], base);
             }
           }
         },
@@ -246,8 +247,8 @@ TensorStats reduce(at::TensorIterator& iter, bool with_fingerprint, const char* 
   }
   s.finite = n;
   s.mean = n > 0 ? mean : std::numeric_limits<double>::quiet_NaN();
-  s.std = n > 1 ? std::sqrt(m2 / static_cast<double>(n - 1))
-                : std::numeric_limits<double>::quiet_NaN();
+  s.std =
+      n > 1 ? std::sqrt(m2 / static_cast<double>(n - 1)) : std::numeric_limits<double>::quiet_NaN();
   if (any) {
     s.min = c10::Scalar(mn);
     s.max = c10::Scalar(mx);
@@ -284,7 +285,7 @@ at::TensorIterator read_only_iterator(const at::Tensor& host) {
       .build();
 }
 
-} // namespace
+}  // namespace
 
 TensorStats compute_stats(const at::Tensor& host, bool with_fingerprint) {
   TORCH_CHECK(host.device().is_cpu(), "compute_stats expects a CPU tensor");
@@ -312,7 +313,8 @@ TensorStats compute_stats(const at::Tensor& host, bool with_fingerprint) {
   }
   s.numel = numel;
   if (s.fingerprint) {
-    s.fingerprint = fingerprint::finish(*s.fingerprint, numel, static_cast<int>(host.scalar_type()));
+    s.fingerprint =
+        fingerprint::finish(*s.fingerprint, numel, static_cast<int>(host.scalar_type()));
   }
   return s;
 }
@@ -325,7 +327,8 @@ std::optional<uint64_t> compute_fingerprint(const at::Tensor& host) {
     AT_DISPATCH_V2(host.scalar_type(), "aoti_debug_printer_fingerprint", AT_WRAP([&] {
                      if (host.numel() == 0) return;
                      auto iter = read_only_iterator(host);
-                     sum = fingerprint_sum<scalar_t>(iter, static_cast<const char*>(host.const_data_ptr()));
+                     sum = fingerprint_sum<scalar_t>(
+                         iter, static_cast<const char*>(host.const_data_ptr()));
                    }),
                    AOTI_DEBUG_PRINTER_DTYPES);
   } catch (const c10::NotImplementedError&) {
@@ -334,4 +337,4 @@ std::optional<uint64_t> compute_fingerprint(const at::Tensor& host) {
   return fingerprint::finish(sum, host.numel(), static_cast<int>(host.scalar_type()));
 }
 
-} // namespace aoti_debug_printer
+}  // namespace aoti_debug_printer

@@ -11,8 +11,8 @@
 
 // Every dtype with a numeric value per element, for AT_DISPATCH_V2: the
 // statistics and the printed values cover the same set.
-#define AOTI_DEBUG_PRINTER_DTYPES                                                   \
-  AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), AT_EXPAND(AT_FLOAT8_TYPES),                   \
+#define AOTI_DEBUG_PRINTER_DTYPES                                                  \
+  AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), AT_EXPAND(AT_FLOAT8_TYPES),                 \
       AT_EXPAND(AT_BAREBONES_UNSIGNED_TYPES), at::kHalf, at::kBFloat16, at::kBool, \
       at::kComplexHalf
 
@@ -33,10 +33,10 @@ inline double widen(scalar_t v) {
 // bool, uint64 for unsigned ones, double for everything else (complex: the
 // modulus). int64 and uint64 must not round through double.
 template <typename scalar_t>
-using exact_t = std::conditional_t<
-    std::is_integral_v<scalar_t> && !std::is_same_v<scalar_t, bool>,
-    std::conditional_t<std::is_signed_v<scalar_t>, int64_t, uint64_t>,
-    std::conditional_t<std::is_same_v<scalar_t, bool>, int64_t, double>>;
+using exact_t =
+    std::conditional_t<std::is_integral_v<scalar_t> && !std::is_same_v<scalar_t, bool>,
+                       std::conditional_t<std::is_signed_v<scalar_t>, int64_t, uint64_t>,
+                       std::conditional_t<std::is_same_v<scalar_t, bool>, int64_t, double>>;
 
 struct TensorStats {
   int64_t numel = 0;
@@ -76,4 +76,4 @@ TensorStats compute_stats(const at::Tensor& host, bool with_fingerprint = false)
 // no statistics.
 std::optional<uint64_t> compute_fingerprint(const at::Tensor& host);
 
-} // namespace aoti_debug_printer
+}  // namespace aoti_debug_printer

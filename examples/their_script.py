@@ -24,7 +24,9 @@ class SmallModel(torch.nn.Module):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--package", type=Path, help="where to write the .pt2 (default: a temp dir)")
+    parser.add_argument(
+        "--package", type=Path, help="where to write the .pt2 (default: a temp dir)"
+    )
     args = parser.parse_args()
 
     torch.manual_seed(0)

@@ -7,6 +7,8 @@
 TORCH_RELEASE=${AOTI_DEBUG_PRINTER_TORCH:-2.13.0}
 # The release of transformers the tests build GPT-2 and BERT from.
 TRANSFORMERS_RELEASE=5.23.0
+# The release of ruff that lints and formats the Python (test_style.py).
+RUFF_RELEASE=0.8.6
 if [ "$TORCH_RELEASE" != 2.13.0 ]; then
   venv=.venv/torch-$TORCH_RELEASE
   [ -x "$venv/bin/python" ] || python3 -m venv "$venv"

@@ -17,10 +17,14 @@ import tomllib
 print(*tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"])
 PY
 # transformers: the GPT-2 and BERT architectures of the finding tools' tests.
-python -m pip install -q pytest "transformers==$TRANSFORMERS_RELEASE"
+python -m pip install -q pytest "transformers==$TRANSFORMERS_RELEASE" "ruff==$RUFF_RELEASE"
 
 if [ -n "${WITH_CATCH2:-}" ] && [ ! -f /usr/include/catch2/catch.hpp ]; then
   apt-get update -qq && apt-get install -y -qq catch2 >/dev/null
+fi
+# clang-format checks the C++ style (test_style.py), beside Catch2's tests.
+if [ -n "${WITH_CATCH2:-}" ] && ! command -v clang-format >/dev/null; then
+  apt-get update -qq && apt-get install -y -qq clang-format >/dev/null
 fi
 # Chromium renders the HTML report in one test (skipped without it).
 if [ -n "${WITH_CHROMIUM:-}" ] && ! command -v chromium >/dev/null; then

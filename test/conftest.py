@@ -38,11 +38,14 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-def compile_package(model_name: str, level: int, path: Path, kernels: str | None = None,
-                    device: str = "cpu") -> Path:
+def compile_package(
+    model_name: str, level: int, path: Path, kernels: str | None = None, device: str = "cpu"
+) -> Path:
     model, inputs = models.build(model_name, device)
-    patch = {"aot_inductor.debug_intermediate_value_printer": str(level),
-             "aot_inductor.filtered_kernel_names": kernels}
+    patch = {
+        "aot_inductor.debug_intermediate_value_printer": str(level),
+        "aot_inductor.filtered_kernel_names": kernels,
+    }
     dynamic = {"x": {0: torch.export.Dim("batch", min=2)}} if model_name == "dynamic" else None
     with torch._inductor.config.patch(patch):
         exported = torch.export.export(model, inputs, dynamic_shapes=dynamic)
@@ -100,9 +103,18 @@ def cpp_build(tmp_path_factory) -> Path:
     """The Catch2 tests and the C++ package loader, built by CMake."""
     build = tmp_path_factory.mktemp("cmake")
     subprocess.run(
-        ["cmake", "-S", ROOT, "-B", build, f"-DPython3_EXECUTABLE={sys.executable}",
-         "-DAOTI_DEBUG_PRINTER_BUILD_TESTS=ON"],
-        check=True, capture_output=True)
+        [
+            "cmake",
+            "-S",
+            ROOT,
+            "-B",
+            build,
+            f"-DPython3_EXECUTABLE={sys.executable}",
+            "-DAOTI_DEBUG_PRINTER_BUILD_TESTS=ON",
+        ],
+        check=True,
+        capture_output=True,
+    )
     jobs = str(os.cpu_count() or 1)
     result = subprocess.run(["cmake", "--build", build, "-j", jobs], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]

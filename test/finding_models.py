@@ -88,11 +88,15 @@ PLANTED_OPS = {
 def compile_and_dump(program, inputs, dump: Path, config: dict | None = None) -> Path:
     """Compiles at level 1 with `config` (Inductor options), runs once into
     the dump directory `dump`; the package is `dump` with suffix .pt2."""
-    patch = {"aot_inductor.debug_intermediate_value_printer": "1",
-             "aot_inductor.filtered_kernel_names": None, **(config or {})}
+    patch = {
+        "aot_inductor.debug_intermediate_value_printer": "1",
+        "aot_inductor.filtered_kernel_names": None,
+        **(config or {}),
+    }
     with aoti_debug_printer.enabled(), torch._inductor.config.patch(patch):
         package = torch._inductor.aoti_compile_and_package(
-            program, package_path=str(dump.with_suffix(".pt2")))
+            program, package_path=str(dump.with_suffix(".pt2"))
+        )
     with aoti_debug_printer.options(dump_dir=dump):
         torch._inductor.aoti_load_package(package)(*inputs)
     return dump
@@ -105,19 +109,25 @@ def _wrong_lowering(kind: str):
     if kind == "affine":
         return lambda x: L[aten.add.Tensor](L[aten.mul.Tensor](x, 1.5), 0.25)
     if kind == "tanh_gelu":
+
         def tanh_gelu(x):  # 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
             cube = L[aten.mul.Tensor](L[aten.mul.Tensor](x, x), x)
-            inner = L[aten.mul.Tensor](L[aten.add.Tensor](x, L[aten.mul.Tensor](cube, 0.044715)),
-                                       0.7978845608028654)
-            return L[aten.mul.Tensor](L[aten.mul.Tensor](x, 0.5),
-                                      L[aten.add.Tensor](L[aten.tanh.default](inner), 1.0))
+            inner = L[aten.mul.Tensor](
+                L[aten.add.Tensor](x, L[aten.mul.Tensor](cube, 0.044715)), 0.7978845608028654
+            )
+            return L[aten.mul.Tensor](
+                L[aten.mul.Tensor](x, 0.5), L[aten.add.Tensor](L[aten.tanh.default](inner), 1.0)
+            )
+
         return tanh_gelu
     if kind == "gelu_constant":
         return lambda x: L[aten.mul.Tensor](
             L[aten.mul.Tensor](x, 0.5),
-            L[aten.add.Tensor](L[aten.erf.default](L[aten.mul.Tensor](x, 0.707)), 1.0))
+            L[aten.add.Tensor](L[aten.erf.default](L[aten.mul.Tensor](x, 0.707)), 1.0),
+        )
 
     if kind == "bf16_reduction":
+
         def center(x):
             # The mean as a bfloat16 matrix product with a column of 1/n: its
             # input and result stored in bfloat16 (an extern kernel's buffers,
@@ -125,11 +135,14 @@ def _wrong_lowering(kind: str):
             n = int(x.get_size()[-1])
             low = L[prims.convert_element_type.default](x, torch.bfloat16)
             rows = L[aten.reshape.default](low, [-1, n])
-            column = L[aten.full.default]([n, 1], 1.0 / n, dtype=torch.bfloat16,
-                                          device=x.get_device())
-            mean = L[aten.reshape.default](L[aten.mm.default](rows, column),
-                                           [*x.get_size()[:-1], 1])
+            column = L[aten.full.default](
+                [n, 1], 1.0 / n, dtype=torch.bfloat16, device=x.get_device()
+            )
+            mean = L[aten.reshape.default](
+                L[aten.mm.default](rows, column), [*x.get_size()[:-1], 1]
+            )
             return L[aten.sub.Tensor](x, L[prims.convert_element_type.default](mean, x.get_dtype()))
+
         return center
     raise KeyError(kind)
 
@@ -191,8 +204,11 @@ class PreLNTransformer(_Plantable):
         self.proj = torch.nn.ModuleList(torch.nn.Linear(d, d) for _ in range(n))
         self.ln2 = torch.nn.ModuleList(torch.nn.LayerNorm(d) for _ in range(n))
         self.mlp = torch.nn.ModuleList(
-            torch.nn.Sequential(torch.nn.Linear(d, 2 * d), torch.nn.GELU(), torch.nn.Linear(2 * d, d))
-            for _ in range(n))
+            torch.nn.Sequential(
+                torch.nn.Linear(d, 2 * d), torch.nn.GELU(), torch.nn.Linear(2 * d, d)
+            )
+            for _ in range(n)
+        )
 
     def forward(self, x):
         b, t, d = x.shape
@@ -256,8 +272,9 @@ class ReuseChain(torch.nn.Module):
 
     def __init__(self, d=16, n=8) -> None:
         super().__init__()
-        self.w = torch.nn.ParameterList(torch.nn.Parameter(torch.randn(d, d) / d ** 0.5)
-                                        for _ in range(n))
+        self.w = torch.nn.ParameterList(
+            torch.nn.Parameter(torch.randn(d, d) / d**0.5) for _ in range(n)
+        )
 
     def forward(self, x):
         for w in self.w:
@@ -288,21 +305,34 @@ class LastHiddenState(torch.nn.Module):
         return self.model(input_ids=input_ids).last_hidden_state
 
 
-def transformers_model(name: str, plant_at: int | None = None, kind: str = "tanh_gelu",
-                       plain_output: bool = True):
+def transformers_model(
+    name: str, plant_at: int | None = None, kind: str = "tanh_gelu", plain_output: bool = True
+):
     """(model, inputs): a 4-layer GPT-2 or BERT from transformers, random
     weights; with `plant_at`, that layer's activation is the planted GELU."""
     import transformers
 
     if name == "gpt2":
-        config = transformers.GPT2Config(n_layer=4, n_embd=64, n_head=4, n_positions=64,
-                                         vocab_size=512, attn_implementation="eager")
+        config = transformers.GPT2Config(
+            n_layer=4,
+            n_embd=64,
+            n_head=4,
+            n_positions=64,
+            vocab_size=512,
+            attn_implementation="eager",
+        )
         model = transformers.GPT2Model(config)
         layers = [block.mlp for block in model.h]
     else:
-        config = transformers.BertConfig(num_hidden_layers=4, hidden_size=64, num_attention_heads=4,
-                                         intermediate_size=128, vocab_size=512,
-                                         max_position_embeddings=64, attn_implementation="eager")
+        config = transformers.BertConfig(
+            num_hidden_layers=4,
+            hidden_size=64,
+            num_attention_heads=4,
+            intermediate_size=128,
+            vocab_size=512,
+            max_position_embeddings=64,
+            attn_implementation="eager",
+        )
         model = transformers.BertModel(config, add_pooling_layer=False)
         layers = [layer.intermediate for layer in model.encoder.layer]
     if plant_at is not None:
@@ -356,20 +386,39 @@ def numerics(setting: str):
     are set, and restored, as diverge sets a recorded run's."""
     from aoti_debug_printer._numerics import Environment
 
-    settings = {"matmul_high": Environment(matmul_precision="high"),
-                "cudnn_tf32": Environment(tf32_cudnn=True)}
+    settings = {
+        "matmul_high": Environment(matmul_precision="high"),
+        "cudnn_tf32": Environment(tf32_cudnn=True),
+    }
     return settings[setting].applied()
 
 
-CORRECT = ("post_ln_mlp", "pre_ln_transformer", "conv_bn", "dynamic_batch", "inplace_views",
-           "reuse_chain", "post_ln_mlp_bf16", "pre_ln_transformer_fp16", "gpt2", "bert")
+CORRECT = (
+    "post_ln_mlp",
+    "pre_ln_transformer",
+    "conv_bn",
+    "dynamic_batch",
+    "inplace_views",
+    "reuse_chain",
+    "post_ln_mlp_bf16",
+    "pre_ln_transformer_fp16",
+    "gpt2",
+    "bert",
+)
 # (model, position, kind): each planted bug at several places in several models.
-PLANTED = (("post_ln_mlp", 0, "affine"), ("post_ln_mlp", 3, "affine"),
-           ("pre_ln_transformer", 1, "affine"), ("conv_bn", 1, "affine"),
-           ("inplace_views", 0, "affine"),
-           ("post_ln_mlp", 1, "tanh_gelu"), ("pre_ln_transformer", 3, "tanh_gelu"),
-           ("conv_bn", 0, "tanh_gelu"),
-           ("post_ln_mlp", 2, "gelu_constant"), ("gpt2", 2, "gelu_constant"),
-           ("post_ln_mlp", 0, "bf16_reduction"), ("pre_ln_transformer", 2, "bf16_reduction"))
+PLANTED = (
+    ("post_ln_mlp", 0, "affine"),
+    ("post_ln_mlp", 3, "affine"),
+    ("pre_ln_transformer", 1, "affine"),
+    ("conv_bn", 1, "affine"),
+    ("inplace_views", 0, "affine"),
+    ("post_ln_mlp", 1, "tanh_gelu"),
+    ("pre_ln_transformer", 3, "tanh_gelu"),
+    ("conv_bn", 0, "tanh_gelu"),
+    ("post_ln_mlp", 2, "gelu_constant"),
+    ("gpt2", 2, "gelu_constant"),
+    ("post_ln_mlp", 0, "bf16_reduction"),
+    ("pre_ln_transformer", 2, "bf16_reduction"),
+)
 # Bugs only a CUDA run has: the op's CUDA kernel.
 PLANTED_CUDA = (("post_ln_mlp", 1, "half_kernel"), ("pre_ln_transformer", 0, "half_kernel"))

@@ -93,7 +93,10 @@ def main(argv: list[str] | None = None) -> int:
     compiled = torch._inductor.aoti_load_package(args.package)
     out = compiled(*inputs)
     torch.cuda.synchronize()
-    print("run finished:", out[0].float().sum().item() if isinstance(out, (list, tuple)) else out.sum().item())
+    print(
+        "run finished:",
+        out[0].float().sum().item() if isinstance(out, (list, tuple)) else out.sum().item(),
+    )
     return 0
 
 

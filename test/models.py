@@ -119,11 +119,19 @@ class FillRows(torch.nn.Module):
 
 def build(name: str, device: str = "cpu"):
     torch.manual_seed(0)
-    model = {"mlp": MLP, "addmm": Addmm, "twice_mm": TwiceMM, "dynamic": Dynamic,
-             "nan_maker": NanMaker, "custom_op": CustomOp, "undeclared_mutation": UndeclaredMutation,
-             "fills_rows": FillRows, "writes_past": lambda: FillRows(past=1),
-             "cpp_fills_rows": lambda: FillRows(library="adp_cpp"),
-             "cpp_writes_past": lambda: FillRows(past=1, library="adp_cpp")}[name]()
+    model = {
+        "mlp": MLP,
+        "addmm": Addmm,
+        "twice_mm": TwiceMM,
+        "dynamic": Dynamic,
+        "nan_maker": NanMaker,
+        "custom_op": CustomOp,
+        "undeclared_mutation": UndeclaredMutation,
+        "fills_rows": FillRows,
+        "writes_past": lambda: FillRows(past=1),
+        "cpp_fills_rows": lambda: FillRows(library="adp_cpp"),
+        "cpp_writes_past": lambda: FillRows(past=1, library="adp_cpp"),
+    }[name]()
     model = model.eval().to(device)
     if name in ("mlp", "nan_maker"):
         inputs = (torch.randn(3, 8),)

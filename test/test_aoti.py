@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import re
 
+import models
 import pytest
 import torch
+from conftest import compile_package, custom_op_output_record, wrapper_source
 
 import aoti_debug_printer
-import models
-from conftest import compile_package, custom_op_output_record, wrapper_source
 
 pytestmark = pytest.mark.slow
 
@@ -32,8 +32,13 @@ def eager(model_name):
 def launches(source: str, phase: int, flags: int | None = None) -> list[str]:
     """Kernel names of the launch events the generated code emits."""
     flag = r"\d" if flags is None else str(flags)
-    pattern = (r'aoti_debug_printer::launch\(AOTI_DEBUG_PRINTER_API, ' + str(phase) +
-               r', "([^"]+)", (' + flag + r')\);')
+    pattern = (
+        r"aoti_debug_printer::launch\(AOTI_DEBUG_PRINTER_API, "
+        + str(phase)
+        + r', "([^"]+)", ('
+        + flag
+        + r")\);"
+    )
     return [m.group(1) for m in re.finditer(pattern, source)]
 
 
@@ -45,6 +50,7 @@ def test_level0_generated_code_is_stock(package, tmp_path):
     finally:
         aoti_debug_printer.install()
     assert "aoti_debug_printer" not in ours
+
     # Identical but for the trailing compile/link command comments, which
     # name the per-compile cache paths.
     def code(src):
@@ -118,13 +124,22 @@ def test_level2_records_every_kernel(package, records):
     for r in unwritten:
         assert r["stats"] is None and r["problem"] == "output, not yet written: no statistics"
         assert "values" not in r and r["shape"]
-        assert [a for a in recs if a["phase"] == "after_launch" and a["launch"] == r["launch"]
-                and a["arg"] == r["arg"]][0]["stats"] is not None
+        assert [
+            a
+            for a in recs
+            if a["phase"] == "after_launch" and a["launch"] == r["launch"] and a["arg"] == r["arg"]
+        ][0]["stats"] is not None
     assert [r["launch"] for r in recs if r["phase"] != "model_input"] == sorted(
-        r["launch"] for r in recs if r["phase"] != "model_input")
+        r["launch"] for r in recs if r["phase"] != "model_input"
+    )
     # The last kernel's output is the model's output: same statistics.
-    last = [r for r in recs if r["phase"] == "after_launch" and r["kernel"] == kernels[-1]
-            and r["shape"] == list(out.shape)][0]
+    last = [
+        r
+        for r in recs
+        if r["phase"] == "after_launch"
+        and r["kernel"] == kernels[-1]
+        and r["shape"] == list(out.shape)
+    ][0]
     stats = aoti_debug_printer.stats(out)
     assert last["stats"]["min"] == pytest.approx(stats["min"])
     assert last["stats"]["max"] == pytest.approx(stats["max"])
@@ -137,8 +152,12 @@ def test_level2_text_goes_to_stdout(package, capfd):
     run(package("mlp", 2), "mlp")
     out = capfd.readouterr().out
     assert re.search(r"^\[aoti-debug-printer\] model_input arg4_1 \(run \d+\)$", out, re.M)
-    assert re.search(r"^\[aoti-debug-printer\] after_launch cpp_fused_\w+ buf\d+ "
-                     r"\(run \d+, launch \d+, call 0\)$", out, re.M)
+    assert re.search(
+        r"^\[aoti-debug-printer\] after_launch cpp_fused_\w+ buf\d+ "
+        r"\(run \d+, launch \d+, call 0\)$",
+        out,
+        re.M,
+    )
     assert re.search(r"^    min=\S+ max=\S+ mean=\S+ std=\S+ absmax=\S+$", out, re.M)
     assert re.search(r"^    finite=\d+ nan=0 \+inf=0 -inf=0 zeros=\d+$", out, re.M)
 
@@ -162,7 +181,9 @@ def test_aten_fallback_records_inputs_constants_and_output(package, records):
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
-def test_custom_op_called_through_the_proxy_executor_is_recorded(package, records, dump_dir, device):
+def test_custom_op_called_through_the_proxy_executor_is_recorded(
+    package, records, dump_dir, device
+):
     path = package("custom_op", 2, device=device)
     source = wrapper_source(path)
     assert "aoti_torch_proxy_executor_call_function" in source
@@ -171,7 +192,9 @@ def test_custom_op_called_through_the_proxy_executor_is_recorded(package, record
     _, (x, s) = models.build("custom_op", device)
 
     def run_on_device(level):
-        return torch._inductor.aoti_load_package(str(package("custom_op", level, device=device)))(x, s)
+        return torch._inductor.aoti_load_package(str(package("custom_op", level, device=device)))(
+            x, s
+        )
 
     out = run_on_device(2)
     output = custom_op_output_record(records(), x, s)
@@ -182,9 +205,14 @@ def test_custom_op_called_through_the_proxy_executor_is_recorded(package, record
     # Level 1 saves what the op made.
     run_on_device(1)
     manifest = [json.loads(line) for line in (dump_dir / "manifest.jsonl").read_text().splitlines()]
-    (saved,) = [r for r in manifest if r["event"] == "tensor"
-                if r["kernel"] == "adp_models::scale_rows" and r["phase"] == "after_launch"
-                and r["arg"] == made]
+    (saved,) = [
+        r
+        for r in manifest
+        if r["event"] == "tensor"
+        if r["kernel"] == "adp_models::scale_rows"
+        and r["phase"] == "after_launch"
+        and r["arg"] == made
+    ]
     torch.testing.assert_close(torch.load(dump_dir / saved["file"], weights_only=True), made_by_op)
 
 
@@ -194,7 +222,8 @@ def test_level1_saves_loadable_snapshots(package, dump_dir):
     # Each run's numerics environment, before its snapshots.
     environments = [r for r in lines if r["event"] == "environment"]
     assert [r["run"] for r in environments] == sorted(
-        {r["run"] for r in lines if r["event"] == "tensor"})
+        {r["run"] for r in lines if r["event"] == "tensor"}
+    )
     # The Inductor config the program was compiled with, the same for both runs.
     assert len({r["inductor_config"] for r in environments}) == 1
     assert re.fullmatch(r"[0-9a-f]{12}", environments[0]["inductor_config"])
@@ -204,8 +233,12 @@ def test_level1_saves_loadable_snapshots(package, dump_dir):
     # with no file and no statistics.
     unwritten = [r for r in manifest if "file" not in r]
     assert unwritten and all(
-        r["phase"] == "before_launch" and r["role"] == "write" and r["stats"] is None
-        and r["problem"] == "output, not yet written: no statistics" for r in unwritten)
+        r["phase"] == "before_launch"
+        and r["role"] == "write"
+        and r["stats"] is None
+        and r["problem"] == "output, not yet written: no statistics"
+        for r in unwritten
+    )
     manifest = [r for r in manifest if "file" in r]
     assert not [r for r in manifest if r["phase"] == "before_launch" and r["role"] == "write"]
     assert sorted(r["file"] for r in manifest) == files
@@ -225,8 +258,11 @@ def test_level1_saves_loadable_snapshots(package, dump_dir):
         if finite.numel():
             assert finite.mean().item() == pytest.approx(r["stats"]["mean"], rel=1e-9)
     # The second mm's output, after launch, is the model's output.
-    last = [r for r in mm if r["call"] == 1 and r["phase"] == "after_launch"
-            and r["shape"] == list(out.shape)]
+    last = [
+        r
+        for r in mm
+        if r["call"] == 1 and r["phase"] == "after_launch" and r["shape"] == list(out.shape)
+    ]
     assert len(last) == 2  # one per run
     for r in last:
         assert torch.equal(torch.load(dump_dir / r["file"], weights_only=True), out)
@@ -239,7 +275,7 @@ def test_level3_prints_kernel_names_in_order(package, capfd):
     run(package("mlp", 3), "mlp")
     lines = [ln for ln in capfd.readouterr().out.splitlines() if ln.startswith("[aoti-debug")]
     expected = []
-    for i, k in enumerate(kernels):
+    for k in kernels:
         expected += [f"before_launch {k} (run", f"after_launch {k} (run"]
     assert [ln.split("] ", 1)[1].split(" (run")[0] + " (run" for ln in lines] == expected
     assert all(f"launch {i}," in lines[2 * i] for i in range(len(kernels)))

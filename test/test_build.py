@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from conftest import ROOT
 
 spec = importlib.util.spec_from_file_location("torch_facts", ROOT / "cmake" / "torch_facts.py")
@@ -26,8 +25,13 @@ needs_nvcc = pytest.mark.skipif(NVCC is None, reason="no nvcc on the PATH")
 
 def source_copy(tmp_path: Path) -> Path:
     """The checkout's tracked and new files, without its build directory."""
-    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"],
-                            cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     tree = tmp_path / "src"
     for name in listed:
         if (ROOT / name).is_file():
@@ -43,7 +47,9 @@ def test_torch_facts_name_this_torch(tmp_path):
     assert f'set(TORCH_VERSION "{torch.__version__}")' in text
     assert f'set(TORCH_LIBRARY_DIR "{Path(torch.__file__).resolve().parent / "lib"}")' in text
     if not torch.version.cuda:
-        assert f'set(TORCH_NO_CUDA_REASON "torch {torch.__version__} is a build without CUDA")' in text
+        assert (
+            f'set(TORCH_NO_CUDA_REASON "torch {torch.__version__} is a build without CUDA")' in text
+        )
 
 
 @needs_nvcc
@@ -58,13 +64,16 @@ def test_a_toolkit_of_another_cuda_major_is_refused():
     home = torch_facts.nvcc_real_home(NVCC)
     major, minor = torch_facts.toolkit_version(home)
     assert torch_facts.why_unusable(home, f"{major - 1}.8") == (
-        f"{home} is CUDA {major}.{minor}, torch was built with CUDA {major - 1}.8")
+        f"{home} is CUDA {major}.{minor}, torch was built with CUDA {major - 1}.8"
+    )
 
 
 def test_an_explicit_cuda_home_is_the_only_candidate(tmp_path, monkeypatch):
     monkeypatch.setenv("CUDA_HOME", str(tmp_path))
     assert torch_facts.find_toolkit("13.0") == (
-        None, f"no usable CUDA toolkit: {tmp_path} has no bin/nvcc (CUDA_HOME)")
+        None,
+        f"no usable CUDA toolkit: {tmp_path} has no bin/nvcc (CUDA_HOME)",
+    )
 
 
 def test_torch_cuda_arch_list_is_read_as_torch_reads_it():
@@ -77,13 +86,30 @@ def test_torch_cuda_arch_list_is_read_as_torch_reads_it():
 def test_a_torch_outside_the_supported_range_is_refused_before_pip_resolves(tmp_path):
     tree = source_copy(tmp_path)
     pyproject = tree / "pyproject.toml"
-    pyproject.write_text(pyproject.read_text().replace('dependencies = ["torch>=2.11,<2.16"]',
-                                                       'dependencies = ["torch>=99"]'))
-    r = subprocess.run([sys.executable, "-m", "pip", "install", "--no-build-isolation", "--dry-run",
-                        "--no-index", str(tree)], capture_output=True, text=True, timeout=600)
+    pyproject.write_text(
+        pyproject.read_text().replace(
+            'dependencies = ["torch>=2.11,<2.16"]', 'dependencies = ["torch>=99"]'
+        )
+    )
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-build-isolation",
+            "--dry-run",
+            "--no-index",
+            str(tree),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode != 0
     assert f"aoti-debug-printer supports torch>=99; this Python has torch {torch.__version__}" in (
-        r.stdout + r.stderr)
+        r.stdout + r.stderr
+    )
 
 
 def built_library(wheel_dir: Path, unpack: Path) -> Path:
@@ -94,8 +120,10 @@ def built_library(wheel_dir: Path, unpack: Path) -> Path:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not os.environ.get("AOTI_DEBUG_PRINTER_OTHER_PYTHON"),
-                    reason="set AOTI_DEBUG_PRINTER_OTHER_PYTHON to a Python with another torch")
+@pytest.mark.skipif(
+    not os.environ.get("AOTI_DEBUG_PRINTER_OTHER_PYTHON"),
+    reason="set AOTI_DEBUG_PRINTER_OTHER_PYTHON to a Python with another torch",
+)
 def test_one_build_tree_two_environments(tmp_path):
     """pip builds in the source tree: a CMake cache left by another
     environment must not make this one build against that torch."""
@@ -105,25 +133,49 @@ def test_one_build_tree_two_environments(tmp_path):
     # must go on without the CUDA kernel, saying so.
     env = {**os.environ, "TORCH_CUDA_ARCH_LIST": "9.0", "CUDA_HOME": str(tmp_path / "no-toolkit")}
     for python, wheels in ((other, "other"), (sys.executable, "this")):
-        r = subprocess.run([python, "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps",
-                            "-w", tmp_path / wheels, str(tree)],
-                           capture_output=True, text=True, timeout=1500, env=env)
+        r = subprocess.run(
+            [
+                python,
+                "-m",
+                "pip",
+                "wheel",
+                "-v",
+                "--no-build-isolation",
+                "--no-deps",
+                "-w",
+                tmp_path / wheels,
+                str(tree),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=1500,
+            env=env,
+        )
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert len(list((tree / "build").glob("temp.*/cmake-*"))) == 2
     if torch.version.cuda:
         # CMake wraps its warnings (on stderr).
         assert "building without the CUDA statistics kernel: no usable CUDA toolkit" in " ".join(
-            (r.stdout + r.stderr).split())
+            (r.stdout + r.stderr).split()
+        )
     library = built_library(tmp_path / "this", tmp_path / "unpacked")
-    dynamic = subprocess.run(["readelf", "-d", library], capture_output=True, text=True,
-                             check=True).stdout
+    dynamic = subprocess.run(
+        ["readelf", "-d", library], capture_output=True, text=True, check=True
+    ).stdout
     assert str(Path(torch.__file__).resolve().parent / "lib") in dynamic
     assert "cudart" not in dynamic
     # And it runs against this torch.
-    r = subprocess.run([sys.executable, "-c", "import torch, aoti_debug_printer as a; "
-                        "print(a.stats(torch.arange(4.))['max'])"],
-                       capture_output=True, text=True, timeout=300,
-                       env={**os.environ, "PYTHONPATH": str(tmp_path / "unpacked")})
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import torch, aoti_debug_printer as a; " "print(a.stats(torch.arange(4.))['max'])",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(tmp_path / "unpacked")},
+    )
     assert r.stdout.split() == ["3.0"], r.stderr[-2000:]
 
 
@@ -138,13 +190,22 @@ def test_cpu_statistics_run_on_torchs_openmp_runtime():
 
     if not torch_facts.parallel_for_is_openmp(include_paths()):
         pytest.skip("this torch's parallel_for is not OpenMP")
-    dynamic = subprocess.run(["readelf", "-d", _C.library_path()], capture_output=True, text=True,
-                             check=True).stdout
+    dynamic = subprocess.run(
+        ["readelf", "-d", _C.library_path()], capture_output=True, text=True, check=True
+    ).stdout
     assert "Shared library: [libgomp.so.1]" in dynamic
-    r = subprocess.run([sys.executable, "-c", "import torch, aoti_debug_printer as a; "
-                        "torch.set_num_threads(2); a.stats(torch.randn(1 << 22), on='host'); "
-                        "print(len({l.split()[-1] for l in open('/proc/self/maps') if 'gomp' in l}))"],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import torch, aoti_debug_printer as a; "
+            "torch.set_num_threads(2); a.stats(torch.randn(1 << 22), on='host'); "
+            "print(len({l.split()[-1] for l in open('/proc/self/maps') if 'gomp' in l}))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.stdout.split() == ["1"], r.stderr[-2000:]
 
 
@@ -155,13 +216,28 @@ def test_the_library_exports_only_its_c_abi_and_its_own_namespace():
     nor stand in for it."""
     from aoti_debug_printer import _C
 
-    listing = subprocess.run(["nm", "-D", "--defined-only", "-C", _C.library_path()],
-                             capture_output=True, text=True, check=True).stdout
+    listing = subprocess.run(
+        ["nm", "-D", "--defined-only", "-C", _C.library_path()],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     names = {line.split(" ", 2)[2] for line in listing.splitlines() if line.count(" ") >= 2}
-    assert {"aoti_debug_printer_get_api", "aoti_torch_print_tensor_handle",
-            "aoti_torch_save_tensor_handle"} <= names
-    foreign = sorted(n for n in names if not n.startswith(
-        ("aoti_debug_printer_", "aoti_debug_printer::", "aoti_torch_print_tensor_handle",
-         "aoti_torch_save_tensor_handle")))
+    assert {
+        "aoti_debug_printer_get_api",
+        "aoti_torch_print_tensor_handle",
+        "aoti_torch_save_tensor_handle",
+    } <= names
+    foreign = sorted(
+        n
+        for n in names
+        if not n.startswith(
+            (
+                "aoti_debug_printer_",
+                "aoti_debug_printer::",
+                "aoti_torch_print_tensor_handle",
+                "aoti_torch_save_tensor_handle",
+            )
+        )
+    )
     assert foreign == []
-

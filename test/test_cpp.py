@@ -7,10 +7,9 @@ import os
 import re
 import subprocess
 
+import models
 import pytest
 import torch
-
-import models
 
 pytestmark = pytest.mark.slow
 
@@ -29,9 +28,18 @@ def load_in_cpp(cpp_build, package_path, tmp_path, threads=1, **env):
     _, inputs = models.build("mlp")
     torch.save(list(inputs), tmp_path / "inputs.pt")
     r = subprocess.run(
-        [cpp_build / "load_package", package_path, tmp_path / "inputs.pt", tmp_path / "out.pt",
-         str(threads)],
-        capture_output=True, text=True, timeout=600, env={**scrubbed, **env})
+        [
+            cpp_build / "load_package",
+            package_path,
+            tmp_path / "inputs.pt",
+            tmp_path / "out.pt",
+            str(threads),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**scrubbed, **env},
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     return r, torch.load(tmp_path / "out.pt", weights_only=True)[0]
 
@@ -40,8 +48,9 @@ def test_plain_cpp_program_runs_our_printer(cpp_build, package, tmp_path):
     # No Python in that process: the model loads our library by itself, and
     # only our printer writes these lines.
     r, out = load_in_cpp(cpp_build, package("mlp", 2), tmp_path)
-    heads = re.findall(r"^\[aoti-debug-printer\] (after_launch) (\S+) (\S+) \(run 0, launch (\d+)",
-                       r.stdout, re.M)
+    heads = re.findall(
+        r"^\[aoti-debug-printer\] (after_launch) (\S+) (\S+) \(run 0, launch (\d+)", r.stdout, re.M
+    )
     assert len(heads) >= 4
     assert re.search(r"^    finite=\d+ nan=0 \+inf=0 -inf=0 zeros=\d+$", r.stdout, re.M)
     _, inputs = models.build("mlp")
@@ -51,12 +60,23 @@ def test_plain_cpp_program_runs_our_printer(cpp_build, package, tmp_path):
 
 def test_threads_in_cpp_produce_whole_records(cpp_build, package, tmp_path):
     log = tmp_path / "records.jsonl"
-    _, single = load_in_cpp(cpp_build, package("mlp", 2), tmp_path,
-                            AOTI_DEBUG_PRINTER_OUTPUT=str(log), AOTI_DEBUG_PRINTER_FORMAT="jsonl")
+    _, single = load_in_cpp(
+        cpp_build,
+        package("mlp", 2),
+        tmp_path,
+        AOTI_DEBUG_PRINTER_OUTPUT=str(log),
+        AOTI_DEBUG_PRINTER_FORMAT="jsonl",
+    )
     per_run = len(log.read_text().splitlines())
     log.unlink()
-    load_in_cpp(cpp_build, package("mlp", 2), tmp_path, threads=4,
-                AOTI_DEBUG_PRINTER_OUTPUT=str(log), AOTI_DEBUG_PRINTER_FORMAT="jsonl")
+    load_in_cpp(
+        cpp_build,
+        package("mlp", 2),
+        tmp_path,
+        threads=4,
+        AOTI_DEBUG_PRINTER_OUTPUT=str(log),
+        AOTI_DEBUG_PRINTER_FORMAT="jsonl",
+    )
     recs = [json.loads(line) for line in log.read_text().splitlines()]
     runs: dict[int, list] = {}
     for r in recs:

@@ -15,12 +15,12 @@ import sys
 import zipfile
 from pathlib import Path
 
+import finding_models
 import pytest
 import torch
+from finding_models import compile_and_dump
 
 import aoti_debug_printer
-import finding_models
-from finding_models import compile_and_dump
 from aoti_debug_printer._compare import format_comparison
 from aoti_debug_printer._diverge import format_divergence
 from aoti_debug_printer._dumps import load_dump
@@ -83,8 +83,12 @@ def test_correct_models_raise_no_alarm(name, device, tmp_path, record_property):
     # leaves its bias to the next kernel (CUDA): else an error of either is
     # put down to the kernel after it.
     judged = {m.node.split("/")[0] for m in found.matches}
-    calls = {n.name for n in program.graph.nodes if getattr(n.target, "overloadpacket", None)
-             in (torch.ops.aten.conv2d, torch.ops.aten.scaled_dot_product_attention)}
+    calls = {
+        n.name
+        for n in program.graph.nodes
+        if getattr(n.target, "overloadpacket", None)
+        in (torch.ops.aten.conv2d, torch.ops.aten.scaled_dot_product_attention)
+    }
     assert calls <= judged, (calls - judged, format_divergence(found))
 
     assert_guard_is_silent(a.with_suffix(".pt2"), inputs, tmp_path)
@@ -94,12 +98,16 @@ def test_correct_models_raise_no_alarm(name, device, tmp_path, record_property):
     assert c.first is None, f"false alarm on {name}:\n{format_comparison(c)}"
     # compare matches values by node; values judged by a formula have none.
     assert len(c.compared) > sum(1 for m in found.matches if m.record.node) // 2
-    record_property("compare_matched", f"{len(c.compared)} values, {len(c.only_a)} only in A, "
-                    f"{len(c.only_b)} only in B")
+    record_property(
+        "compare_matched",
+        f"{len(c.compared)} values, {len(c.only_a)} only in A, " f"{len(c.only_b)} only in B",
+    )
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("name,setting", [("post_ln_mlp", "matmul_high"), ("conv_bn", "cudnn_tf32")])
+@pytest.mark.parametrize(
+    "name,setting", [("post_ln_mlp", "matmul_high"), ("conv_bn", "cudnn_tf32")]
+)
 def test_numerics_settings_users_have_on_raise_no_alarm(name, setting, device, tmp_path):
     """float32_matmul_precision("high") and cuDNN's TF32: the benchmark is
     made under the run's settings, so their noise is the bar there."""
@@ -127,20 +135,23 @@ def planted_cases(device: str):
     return cases
 
 
-@pytest.mark.parametrize("device,name,position,kind",
-                         [("cpu", *c) for c in planted_cases("cpu")]
-                         + [pytest.param("cuda", *c, marks=pytest.mark.gpu)
-                            for c in planted_cases("cuda")])
+@pytest.mark.parametrize(
+    "device,name,position,kind",
+    [("cpu", *c) for c in planted_cases("cpu")]
+    + [pytest.param("cuda", *c, marks=pytest.mark.gpu) for c in planted_cases("cuda")],
+)
 def test_a_planted_bug_is_named(name, position, kind, device):
     needs_transformers(name)
     model, inputs, dynamic = finding_models.build(name, plant_at=position, device=device, kind=kind)
     program = torch.export.export(model, inputs, dynamic_shapes=dynamic)
     with finding_models.wrong_lowering(kind):
         found = aoti_debug_printer.first_divergence_from_eager(program)
-    assert found.first is not None, f"{kind} in {name} at {position} not found:\n" + \
-        format_divergence(found)
-    assert names_the_planted_kernel(found.first.record, planted_nodes(program, kind)), \
-        format_divergence(found)
+    assert found.first is not None, (
+        f"{kind} in {name} at {position} not found:\n" + format_divergence(found)
+    )
+    assert names_the_planted_kernel(
+        found.first.record, planted_nodes(program, kind)
+    ), format_divergence(found)
     # Every value written before it is within the bar.
     before = [m for m in found.matches if m.record.raw["launch"] < found.first.record.raw["launch"]]
     assert not any(m.diverged for m in before)
@@ -199,17 +210,23 @@ def test_values_no_node_holds_are_judged_by_their_formulas(tmp_path):
     value = torch.load(target.path, weights_only=True)
     torch.save(value * (1 + 1e-4), target.path)
     found = aoti_debug_printer.first_divergence_from_eager(program, dump=dump)
-    assert found.first is not None and found.first.record.path == target.path, \
-        format_divergence(found)
-    assert f"buffer {target.raw['arg']} = node layer_norm_1/variance_sum" in format_divergence(found)
+    assert found.first is not None and found.first.record.path == target.path, format_divergence(
+        found
+    )
+    assert f"buffer {target.raw['arg']} = node layer_norm_1/variance_sum" in format_divergence(
+        found
+    )
 
     manifest = dump / "manifest.jsonl"
-    manifest.write_text(manifest.read_text().replace("aten.var_mean.correction",
-                                                     "aten.no_such_op.default"))
+    manifest.write_text(
+        manifest.read_text().replace("aten.var_mean.correction", "aten.no_such_op.default")
+    )
     found = aoti_debug_printer.first_divergence_from_eager(program, dump=dump)
     assert found.first is None
-    assert "its formula cannot be evaluated: this torch has no aten.no_such_op.default" in \
-        format_divergence(found)
+    assert (
+        "its formula cannot be evaluated: this torch has no aten.no_such_op.default"
+        in format_divergence(found)
+    )
 
 
 def test_compare_across_configs_from_the_command_line(tmp_path):
@@ -221,7 +238,9 @@ def test_compare_across_configs_from_the_command_line(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert "matched by node" in done.stdout and "no divergence" in done.stdout
     # The two programs were compiled with different Inductor configs, and say so.
-    assert re.search(r"^! inductor_config +[0-9a-f]{12} +[0-9a-f]{12}", done.stdout, re.M), done.stdout
+    assert re.search(
+        r"^! inductor_config +[0-9a-f]{12} +[0-9a-f]{12}", done.stdout, re.M
+    ), done.stdout
     # B's values perturbed at one node: named with each side's kernel.
     target = next(r for r in load_dump(b).written_values() if r.node)
     t = torch.load(target.path, weights_only=True)
@@ -234,8 +253,11 @@ def test_compare_across_configs_from_the_command_line(tmp_path):
 
 
 def cli(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "aoti_debug_printer._cli", *map(str, args)],
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-m", "aoti_debug_printer._cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+    )
 
 
 def test_diverge_for_real_users(tmp_path):
@@ -250,7 +272,8 @@ def test_diverge_for_real_users(tmp_path):
         "    return x + 1\n"
         "@shift.register_fake\n"
         "def _(x):\n"
-        "    return torch.empty_like(x)\n")
+        "    return torch.empty_like(x)\n"
+    )
     program_text = (
         "import sys, torch\n"
         f"sys.path.insert(0, {str(tmp_path)!r})\n"
@@ -264,7 +287,8 @@ def test_diverge_for_real_users(tmp_path):
         "ep = torch.export.export(M().eval(), (torch.randn(3, 8),),\n"
         "    dynamic_shapes={'x': {0: torch.export.Dim('b', min=2, max=64)}})\n"
         f"torch.export.save(ep, {str(tmp_path / 'program.pt2')!r})\n"
-        f"torch.save((torch.randn(17, 8),), {str(tmp_path / 'inputs.pt')!r})\n")
+        f"torch.save((torch.randn(17, 8),), {str(tmp_path / 'inputs.pt')!r})\n"
+    )
     subprocess.run([sys.executable, "-c", program_text], check=True, capture_output=True)
 
     # Without the import the program cannot be loaded: one line, exit 2,
@@ -275,9 +299,21 @@ def test_diverge_for_real_users(tmp_path):
     assert "--import the module that registers adp_user::shift" in done.stderr
 
     done = subprocess.run(
-        [sys.executable, "-m", "aoti_debug_printer._cli", "diverge", str(tmp_path / "program.pt2"),
-         "--import", "user_ops", "--inputs", str(tmp_path / "inputs.pt")],
-        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(tmp_path)})
+        [
+            sys.executable,
+            "-m",
+            "aoti_debug_printer._cli",
+            "diverge",
+            str(tmp_path / "program.pt2"),
+            "--import",
+            "user_ops",
+            "--inputs",
+            str(tmp_path / "inputs.pt"),
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "no divergence from eager" in done.stdout
     assert "compared " in done.stdout and " values kernels wrote" in done.stdout
@@ -298,8 +334,9 @@ def test_diverge_on_a_dump_judges_the_run_by_its_own_inputs(tmp_path):
     assert "no divergence from eager" in done.stdout
 
     torch.save(inputs, tmp_path / "examples.pt")
-    done = cli("diverge", tmp_path / "program.pt2", "--dump", dump, "--inputs",
-               tmp_path / "examples.pt")
+    done = cli(
+        "diverge", tmp_path / "program.pt2", "--dump", dump, "--inputs", tmp_path / "examples.pt"
+    )
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "differ from those the dump's run had" in done.stderr.splitlines()[-1]
 
@@ -310,19 +347,25 @@ def test_diverge_leaves_the_process_as_it_found_it(tmp_path):
     aoti_debug_printer.uninstall()
     before = {k: aoti_debug_printer.get_option(k) for k, _, _ in aoti_debug_printer.option_table()}
     with aoti_debug_printer.options(format="jsonl", max_values=3):
-        inside = {k: aoti_debug_printer.get_option(k) for k, _, _ in aoti_debug_printer.option_table()}
+        inside = {
+            k: aoti_debug_printer.get_option(k) for k, _, _ in aoti_debug_printer.option_table()
+        }
         found = aoti_debug_printer.first_divergence_from_eager(program)
         assert found.first is None
         assert not aoti_debug_printer.is_installed()
-        assert inside == {k: aoti_debug_printer.get_option(k)
-                          for k, _, _ in aoti_debug_printer.option_table()}
+        assert inside == {
+            k: aoti_debug_printer.get_option(k) for k, _, _ in aoti_debug_printer.option_table()
+        }
         with pytest.raises(ValueError, match="AOTInductor package"):
             aoti_debug_printer.first_divergence_from_eager(
-                torch._inductor.aoti_compile_and_package(program,
-                                                         package_path=str(tmp_path / "p.pt2")))
+                torch._inductor.aoti_compile_and_package(
+                    program, package_path=str(tmp_path / "p.pt2")
+                )
+            )
         assert not aoti_debug_printer.is_installed()
-    assert before == {k: aoti_debug_printer.get_option(k)
-                      for k, _, _ in aoti_debug_printer.option_table()}
+    assert before == {
+        k: aoti_debug_printer.get_option(k) for k, _, _ in aoti_debug_printer.option_table()
+    }
     aoti_debug_printer.install()
 
 
@@ -370,14 +413,17 @@ def test_a_cpu_dump_and_a_cuda_dump_of_a_correct_program_are_silent(name, tmp_pa
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("position,kind", [(1, "tanh_gelu"), (2, "gelu_constant"),
-                                           (0, "bf16_reduction"), (1, "half_kernel")])
+@pytest.mark.parametrize(
+    "position,kind",
+    [(1, "tanh_gelu"), (2, "gelu_constant"), (0, "bf16_reduction"), (1, "half_kernel")],
+)
 def test_a_cpu_dump_and_a_cuda_dump_name_the_bug_the_cuda_run_has(position, kind, tmp_path):
     model, inputs, _ = finding_models.build("post_ln_mlp", plant_at=position, kind=kind)
     program = torch.export.export(model, inputs)
     cpu = compile_and_dump(program, inputs, tmp_path / "cpu")
-    model, inputs, _ = finding_models.build("post_ln_mlp", plant_at=position, kind=kind,
-                                            device="cuda")
+    model, inputs, _ = finding_models.build(
+        "post_ln_mlp", plant_at=position, kind=kind, device="cuda"
+    )
     with finding_models.wrong_lowering(kind):
         cuda = compile_and_dump(torch.export.export(model, inputs), inputs, tmp_path / "cuda")
     c = aoti_debug_printer.compare(cpu, cuda)
@@ -397,9 +443,17 @@ def export_in_a_fresh_process(program: Path, path: Path, code: str) -> Path:
     """Runs `code` (which leaves an ExportedProgram in `ep`) in a fresh
     Python with `path` on sys.path, and saves `ep` to `program`: the process
     that loads it has imported none of what `code` did."""
-    subprocess.run([sys.executable, "-c", f"import sys, torch\nsys.path.insert(0, {str(path)!r})\n"
-                    + code + f"torch.export.save(ep, {str(program)!r})\n"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"import sys, torch\nsys.path.insert(0, {str(path)!r})\n"
+            + code
+            + f"torch.export.save(ep, {str(program)!r})\n",
+        ],
+        check=True,
+        capture_output=True,
+    )
     return program
 
 
@@ -409,13 +463,15 @@ def test_diverge_loads_a_transformers_program_as_users_export_it(tmp_path):
     imports the module the program names."""
     pytest.importorskip("transformers")
     program = export_in_a_fresh_process(
-        tmp_path / "gpt2.pt2", Path(__file__).parent,
+        tmp_path / "gpt2.pt2",
+        Path(__file__).parent,
         "import finding_models\n"
         "torch.manual_seed(0)\n"
         "model, inputs = finding_models.transformers_model('gpt2', plain_output=False)\n"
         "model.config.use_cache = False\n"
         "ep = torch.export.export(model.eval(), inputs)\n"
-        "assert 'ModelOutput' in str(ep.call_spec.out_spec)\n")
+        "assert 'ModelOutput' in str(ep.call_spec.out_spec)\n",
+    )
     done = cli("diverge", program, "--quiet")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "no divergence from eager" in done.stdout
@@ -428,14 +484,17 @@ def test_an_unregistered_pytree_type_names_the_import_to_add(tmp_path):
         "@dataclasses.dataclass\n"
         "class Out:\n"
         "    y: torch.Tensor\n"
-        "pytree.register_dataclass(Out, serialized_type_name='user_types.Out')\n")
+        "pytree.register_dataclass(Out, serialized_type_name='user_types.Out')\n"
+    )
     program = export_in_a_fresh_process(
-        tmp_path / "program.pt2", tmp_path,
+        tmp_path / "program.pt2",
+        tmp_path,
         "import user_types\n"
         "class M(torch.nn.Module):\n"
         "    def forward(self, x):\n"
         "        return user_types.Out(torch.relu(x) * 2)\n"
-        "ep = torch.export.export(M(), (torch.randn(3, 4),))\n")
+        "ep = torch.export.export(M(), (torch.randn(3, 4),))\n",
+    )
     done = cli("diverge", program, "--quiet")
     assert done.returncode == 2 and "Traceback" not in done.stderr
     lines = done.stderr.strip().splitlines()
@@ -443,9 +502,21 @@ def test_an_unregistered_pytree_type_names_the_import_to_add(tmp_path):
     # torch's own reason, and the exact --import that fixes it.
     assert "user_types.Out in pytree is not registered" in lines[0]
     assert "--import the module that registers user_types.Out" in lines[0]
-    done = subprocess.run([sys.executable, "-m", "aoti_debug_printer._cli", "diverge", str(program),
-                           "--quiet", "--import", "user_types"], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "aoti_debug_printer._cli",
+            "diverge",
+            str(program),
+            "--quiet",
+            "--import",
+            "user_types",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import wrapper_source
 
 import aoti_debug_printer
 from aoti_debug_printer._options import shim
-from conftest import wrapper_source
 
 pytestmark = pytest.mark.gpu
 HERE = Path(__file__).resolve().parent
@@ -30,8 +30,10 @@ def compile_gpu(name: str, level: int, path: Path, kernels: str | None = None) -
     import gpu_models
 
     model, inputs = gpu_models.build(name)
-    patch = {"aot_inductor.debug_intermediate_value_printer": str(level),
-             "aot_inductor.filtered_kernel_names": kernels}
+    patch = {
+        "aot_inductor.debug_intermediate_value_printer": str(level),
+        "aot_inductor.filtered_kernel_names": kernels,
+    }
     aoti_debug_printer.install()
     with torch._inductor.config.patch(patch):
         exported = torch.export.export(model, inputs)
@@ -45,8 +47,9 @@ def gpu_package(tmp_path_factory):
     def get(name: str, level: int, kernels: str | None = None) -> Path:
         key = (name, level, kernels)
         if key not in cache:
-            cache[key] = compile_gpu(name, level, tmp_path_factory.mktemp("pt2") / f"{name}-L{level}.pt2",
-                                     kernels)
+            cache[key] = compile_gpu(
+                name, level, tmp_path_factory.mktemp("pt2") / f"{name}-L{level}.pt2", kernels
+            )
         return cache[key]
 
     return get
@@ -64,10 +67,31 @@ def run_package(path: Path, name: str):
 # -- statistics on the device ----------------------------------------------------
 
 FLOATS = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
-FLOAT8 = [t for t in (getattr(torch, n, None) for n in (
-    "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu")) if t]
-INTS = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
-        torch.uint16, torch.uint32, torch.uint64]
+FLOAT8 = [
+    t
+    for t in (
+        getattr(torch, n, None)
+        for n in (
+            "float8_e4m3fn",
+            "float8_e5m2",
+            "float8_e4m3fnuz",
+            "float8_e5m2fnuz",
+            "float8_e8m0fnu",
+        )
+    )
+    if t
+]
+INTS = [
+    torch.bool,
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.uint16,
+    torch.uint32,
+    torch.uint64,
+]
 COMPLEX = [torch.complex32, torch.complex64, torch.complex128]
 
 
@@ -112,7 +136,9 @@ def assert_same_stats(device_stats: dict, host_stats: dict):
 # would make that warning the test's failure (seen on the H100).
 @pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental:UserWarning")
 @pytest.mark.parametrize("dtype", FLOATS + FLOAT8 + INTS + COMPLEX, ids=str)
-@pytest.mark.parametrize("layout", ["contiguous", "offset", "transposed", "strided", "expanded", "scalar"])
+@pytest.mark.parametrize(
+    "layout", ["contiguous", "offset", "transposed", "strided", "expanded", "scalar"]
+)
 def test_device_stats_equal_host_stats(dtype, layout):
     t = sample(dtype).cuda()
     if layout == "offset":
@@ -131,7 +157,8 @@ def test_device_stats_equal_host_stats(dtype, layout):
     # The write guard's fingerprint from the same pass is the CPU's, for the
     # same view of the same bytes (positions count from the first element).
     same_layout = torch.empty(0, dtype=t.dtype).set_(
-        t.untyped_storage().cpu(), t.storage_offset(), t.size(), t.stride())
+        t.untyped_storage().cpu(), t.storage_offset(), t.size(), t.stride()
+    )
     assert on_device["fingerprint"] == shim().fingerprint(same_layout) == shim().fingerprint(t)
 
 
@@ -156,8 +183,10 @@ def test_device_stats_from_threads_on_their_own_streams():
     # threads on different streams must never see each other's partials.
     import concurrent.futures
 
-    tensors = [sample(dtype).cuda()[: 1000 + 997 * i] for i, dtype in
-               enumerate([torch.float32, torch.bfloat16, torch.int32, torch.float16] * 2)]
+    tensors = [
+        sample(dtype).cuda()[: 1000 + 997 * i]
+        for i, dtype in enumerate([torch.float32, torch.bfloat16, torch.int32, torch.float16] * 2)
+    ]
     tensors.append(torch.randn(3000, 3000, device="cuda").t()[::2])  # strided, several blocks
     want = [aoti_debug_printer.stats(t.cpu(), on="host") for t in tensors]
 
@@ -194,7 +223,9 @@ def test_aoti_level2_records_every_kernel_kind_and_results_are_unchanged(gpu_pac
     kernels = {r["kernel"] for r in recs}
     assert any(k.startswith("triton_") for k in kernels), kernels
     assert any("shifted_copy" in k for k in kernels), kernels  # user-defined Triton
-    assert any(k.startswith("aoti_torch_cuda_") or "mm" in k for k in kernels if not k.startswith("triton")), kernels
+    assert any(
+        k.startswith("aoti_torch_cuda_") or "mm" in k for k in kernels if not k.startswith("triton")
+    ), kernels
     assert [r["arg"] for r in recs if r["phase"] == "model_input"]
     assert {r["device"] for r in recs} == {"cuda:0"}
     dtypes = {r["dtype"] for r in recs if r["phase"] == "after_launch"}
@@ -202,9 +233,15 @@ def test_aoti_level2_records_every_kernel_kind_and_results_are_unchanged(gpu_pac
     # The model's outputs, recorded after their kernels, have their statistics.
     for t in out:
         want = aoti_debug_printer.stats(t, on="host")
-        match = [r for r in recs if r["phase"] == "after_launch" and r["dtype"] == str(t.dtype)[6:]
-                 and r["shape"] == list(t.shape) and r["stats"]["finite"] == want["finite"]
-                 and r["stats"]["max"] == pytest.approx(want["max"])]
+        match = [
+            r
+            for r in recs
+            if r["phase"] == "after_launch"
+            and r["dtype"] == str(t.dtype)[6:]
+            and r["shape"] == list(t.shape)
+            and r["stats"]["finite"] == want["finite"]
+            and r["stats"]["max"] == pytest.approx(want["max"])
+        ]
         assert match, t.dtype
     reference = run_package(gpu_package("mixed", 0), "mixed")
     for a, b in zip(out, reference):
@@ -220,21 +257,26 @@ def test_aoti_level1_saves_cuda_tensors_that_load_without_a_gpu(gpu_package, dum
     assert {r["device"] for r in tensors} == {"cuda:0"}
     assert any("shifted_copy" in r["kernel"] for r in tensors)
     # A process that sees no GPU reads every snapshot.
-    code = ("import json, sys, torch; d = sys.argv[1]; n = 0\n"
-            "for line in open(d + '/manifest.jsonl'):\n"
-            "    r = json.loads(line)\n"
-            "    if 'file' not in r: continue\n"
-            "    t = torch.load(d + '/' + r['file'], weights_only=True)\n"
-            "    assert t.device.type == 'cpu' and list(t.shape) == r['shape'], r\n"
-            "    n += 1\n"
-            "print(n)")
+    code = (
+        "import json, sys, torch; d = sys.argv[1]; n = 0\n"
+        "for line in open(d + '/manifest.jsonl'):\n"
+        "    r = json.loads(line)\n"
+        "    if 'file' not in r: continue\n"
+        "    t = torch.load(d + '/' + r['file'], weights_only=True)\n"
+        "    assert t.device.type == 'cpu' and list(t.shape) == r['shape'], r\n"
+        "    n += 1\n"
+        "print(n)"
+    )
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
-    done = subprocess.run([sys.executable, "-c", code, str(dump_dir)], env=env,
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(dump_dir)], env=env, capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert int(done.stdout) == len([r for r in tensors if "file" in r]) > 0
     # Only outputs before launch (leftover memory) have no file.
-    assert {(r["phase"], r["role"]) for r in tensors if "file" not in r} <= {("before_launch", "write")}
+    assert {(r["phase"], r["role"]) for r in tensors if "file" not in r} <= {
+        ("before_launch", "write")
+    }
 
 
 @pytest.mark.xdist_group("mixed-3")
@@ -276,6 +318,7 @@ def test_jit_python_wrapper_records_cuda_kernels(records):
 
 def assert_same_records(got: list[dict], want: list[dict]) -> None:
     """Equal but for what differs between runs and processes."""
+
     def key(r: dict) -> dict:
         return {k: v for k, v in r.items() if k not in ("run", "pid", "process")}
 
@@ -296,7 +339,7 @@ def test_aoti_level2_records_that_wait_for_nothing_equal_the_synchronous_ones(gp
     queued = records()
     with aoti_debug_printer.options(sync="on"):
         run_package(path, "deep")
-    waited = records()[len(queued):]
+    waited = records()[len(queued) :]
     assert len(queued) > 200 and {r["run"] for r in queued} != {r["run"] for r in waited}
     assert_same_records(queued, waited)
     tensors = [r for r in queued if r["event"] == "tensor"]
@@ -376,8 +419,20 @@ def run_child(path: Path, far: int, **env) -> subprocess.CompletedProcess:
     child_env = {k: v for k, v in os.environ.items() if k != "CUDA_LAUNCH_BLOCKING"}
     child_env.update(env)
     return subprocess.run(
-        [sys.executable, str(HERE / "gpu_models.py"), "run", str(path), "far_write", "--far", str(far)],
-        env=child_env, capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            str(HERE / "gpu_models.py"),
+            "run",
+            str(path),
+            "far_write",
+            "--far",
+            str(far),
+        ],
+        env=child_env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.mark.xdist_group("far-3")
@@ -391,10 +446,14 @@ def test_illegal_memory_access_names_the_faulty_kernel(gpu_package, tmp_path):
     bad = next(k for k in before if "shifted_copy" in k)
 
     dump = tmp_path / "replay"
-    crash = run_child(path, FAR, AOTI_DEBUG_PRINTER_REPLAY="1", AOTI_DEBUG_PRINTER_DUMP_DIR=str(dump))
+    crash = run_child(
+        path, FAR, AOTI_DEBUG_PRINTER_REPLAY="1", AOTI_DEBUG_PRINTER_DUMP_DIR=str(dump)
+    )
     output = crash.stdout + crash.stderr
     assert crash.returncode != 0
-    errors = re.findall(r"^\[aoti-debug-printer\] CUDA ERROR at (\w+) (\S+): (\w+)", crash.stdout, re.M)
+    errors = re.findall(
+        r"^\[aoti-debug-printer\] CUDA ERROR at (\w+) (\S+): (\w+)", crash.stdout, re.M
+    )
     assert errors == [("after_launch", bad, "cudaErrorIllegalAddress")], output[-4000:]
     # Its neighbour before completed and was checked; the one after never ran.
     i = before.index(bad)
@@ -429,8 +488,12 @@ def test_level2_records_up_to_a_faulting_kernel_are_written(gpu_package):
     bad_launch = next(r["launch"] for r in recs if r["kernel"] == bad)
 
     def before_fault(rs: list[dict]) -> list[dict]:
-        return [r for r in rs if r["launch"] < bad_launch or
-                (r["launch"] == bad_launch and r["phase"] == "before_launch")]
+        return [
+            r
+            for r in rs
+            if r["launch"] < bad_launch
+            or (r["launch"] == bad_launch and r["phase"] == "before_launch")
+        ]
 
     # Every record taken before the faulting kernel ran, as in the good run
     # (but for contents that differ between the runs: `far` itself, and the
@@ -438,13 +501,21 @@ def test_level2_records_up_to_a_faulting_kernel_are_written(gpu_package):
     assert len(before_fault(recs)) >= 4
 
     def identity(rs: list[dict]) -> list[tuple]:
-        return [(r["phase"], r["kernel"], r["arg"], r["launch"], r["role"], r.get("shape")) for r in rs]
+        return [
+            (r["phase"], r["kernel"], r["arg"], r["launch"], r["role"], r.get("shape")) for r in rs
+        ]
 
     assert identity(before_fault(recs)) == identity(before_fault(good))
-    earlier = [r for r in before_fault(recs) if r["launch"] < bad_launch and r.get("dtype") != "int64"]
-    assert_same_records(earlier, [r for r in before_fault(good) if r["launch"] < bad_launch
-                                  and r.get("dtype") != "int64"])
-    assert all(r["stats"] for r in before_fault(recs) if r["event"] == "tensor" and r["role"] != "write")
+    earlier = [
+        r for r in before_fault(recs) if r["launch"] < bad_launch and r.get("dtype") != "int64"
+    ]
+    assert_same_records(
+        earlier,
+        [r for r in before_fault(good) if r["launch"] < bad_launch and r.get("dtype") != "int64"],
+    )
+    assert all(
+        r["stats"] for r in before_fault(recs) if r["event"] == "tensor" and r["role"] != "write"
+    )
     launched = [r for r in recs if r not in before_fault(recs)]
     unwritten = "output, not yet written: no statistics"
     for r in (r for r in launched if r["event"] == "tensor" and r.get("problem") != unwritten):

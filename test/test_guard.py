@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import json
 
+import models
 import pytest
 import torch
 
 import aoti_debug_printer
-import models
 
 pytestmark = pytest.mark.slow
 
@@ -25,6 +25,7 @@ def load_kernel(cpp_build):
     def load(prefix: str) -> None:
         if prefix == "cpp_":
             torch.ops.load_library(str(cpp_build / "libadp_cpp_ops.so"))
+
     return load
 
 
@@ -62,7 +63,8 @@ def test_op_that_changes_an_input_it_only_reads_is_named(package, tmp_path, dump
 
 @pytest.mark.parametrize("device,kernel", FILL_ROWS_KERNELS)
 def test_op_that_writes_past_its_output_into_a_live_neighbour_is_named(
-        package, tmp_path, load_kernel, device, kernel):
+    package, tmp_path, load_kernel, device, kernel
+):
     """a and b are two halves of one tensor; the op declares that it writes
     a, and writes one row of b too. No fault: the row is inside a valid
     allocation. The guard finds b changed before its reader, and at guard 2
@@ -88,8 +90,9 @@ def test_op_that_writes_past_its_output_into_a_live_neighbour_is_named(
 
 
 @pytest.mark.parametrize("device,kernel", FILL_ROWS_KERNELS)
-def test_the_same_op_writing_only_its_output_raises_no_alarm(package, tmp_path, load_kernel, device,
-                                                             kernel):
+def test_the_same_op_writing_only_its_output_raises_no_alarm(
+    package, tmp_path, load_kernel, device, kernel
+):
     load_kernel(kernel)
     path = package(f"{kernel}fills_rows", 2, device=device)
     model, inputs = models.build(f"{kernel}fills_rows", device)
@@ -119,7 +122,7 @@ def test_read_only_arguments_are_recorded_once(package, records):
 
     with aoti_debug_printer.options(roles=0):
         runner(*inputs)
-    without = kernel_records()[len(with_roles):]
+    without = kernel_records()[len(with_roles) :]
     assert {r["role"] for r in without} == {""}
     phases = {(r["kernel"], r["arg"]): set() for r in without}
     for r in without:
@@ -137,7 +140,9 @@ def test_guard_in_the_jit_wrapper_names_the_op(tmp_path):
         with torch._inductor.config.patch({"aot_inductor.debug_intermediate_value_printer": "2"}):
             compiled = torch.compile(model)
             with pytest.raises(RuntimeError):  # the message is torch's; the record says why
-                with aoti_debug_printer.options(guard=1, format="jsonl", output=tmp_path / "r.jsonl"):
+                with aoti_debug_printer.options(
+                    guard=1, format="jsonl", output=tmp_path / "r.jsonl"
+                ):
                     compiled(x, s)
     finally:
         torch._dynamo.reset()
@@ -184,7 +189,9 @@ def test_triton_kernel_writing_past_its_output_is_named(tmp_path, past):
     x = torch.randn(1024, device="cuda")
     program = torch.export.export(TritonAddOne(past), (halves[:1024], halves[1024:], x))
     with aoti_debug_printer.enabled(level=2):
-        path = torch._inductor.aoti_compile_and_package(program, package_path=str(tmp_path / "t.pt2"))
+        path = torch._inductor.aoti_compile_and_package(
+            program, package_path=str(tmp_path / "t.pt2")
+        )
     if past == 0:
         # The same package with the printer off: a sum's order of addition
         # is the compiled kernel's, which eager need not share bit for bit.
@@ -193,7 +200,9 @@ def test_triton_kernel_writing_past_its_output_is_named(tmp_path, past):
             expected = torch._inductor.aoti_load_package(str(path))(inputs[:1024], inputs[1024:], x)
         for guard in (1, 2):
             inputs = halves.clone()
-            got = run_guarded(path, (inputs[:1024], inputs[1024:], x), guard, tmp_path / f"{guard}.jsonl")
+            got = run_guarded(
+                path, (inputs[:1024], inputs[1024:], x), guard, tmp_path / f"{guard}.jsonl"
+            )
             assert torch.equal(got, expected) and findings(tmp_path / f"{guard}.jsonl") == []
         return
     inputs = halves.clone()

@@ -12,36 +12,56 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import ROOT
 
 import aoti_debug_printer
-from conftest import ROOT
 
 
 def python(code: str, **env) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env={**os.environ, **env}, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=600,
+    )
 
 
 def test_import_torch_installs_without_importing_inductor():
-    r = python("import sys, torch, aoti_debug_printer as a; "
-               "print(a.is_installed(), 'torch._inductor.codegen.wrapper' in sys.modules, "
-               "'aoti_debug_printer._C' in sys.modules)")
+    r = python(
+        "import sys, torch, aoti_debug_printer as a; "
+        "print(a.is_installed(), 'torch._inductor.codegen.wrapper' in sys.modules, "
+        "'aoti_debug_printer._C' in sys.modules)"
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["True", "False", "False"]
 
 
-@pytest.mark.parametrize("value,installed", [("0", "False"), ("no", "False"), ("OFF", "False"),
-                                             ("false", "False"), ("1", "True"), ("yes", "True")])
+@pytest.mark.parametrize(
+    "value,installed",
+    [
+        ("0", "False"),
+        ("no", "False"),
+        ("OFF", "False"),
+        ("false", "False"),
+        ("1", "True"),
+        ("yes", "True"),
+    ],
+)
 def test_autoload_can_be_turned_off(value, installed):
-    r = python("import torch, aoti_debug_printer as a; print(a.is_installed())",
-               AOTI_DEBUG_PRINTER_AUTOLOAD=value)
+    r = python(
+        "import torch, aoti_debug_printer as a; print(a.is_installed())",
+        AOTI_DEBUG_PRINTER_AUTOLOAD=value,
+    )
     assert r.stdout.split() == [installed], r.stderr
     assert "AUTOLOAD" not in r.stderr
 
 
 def test_an_autoload_value_that_is_no_switch_says_so():
-    r = python("import torch, aoti_debug_printer as a; print(a.is_installed())",
-               AOTI_DEBUG_PRINTER_AUTOLOAD="")
+    r = python(
+        "import torch, aoti_debug_printer as a; print(a.is_installed())",
+        AOTI_DEBUG_PRINTER_AUTOLOAD="",
+    )
     assert r.stdout.split() == ["True"]
     assert "AOTI_DEBUG_PRINTER_AUTOLOAD must be 1/0, on/off, true/false or yes/no" in r.stderr
 
@@ -69,8 +89,12 @@ def test_install_and_uninstall_swap_the_manager():
 def test_unchanged_script_at_level_2(tmp_path):
     r = subprocess.run(
         [sys.executable, ROOT / "examples" / "their_script.py", "--package", tmp_path / "m.pt2"],
-        capture_output=True, text=True, timeout=900, cwd=tmp_path,
-        env={**os.environ, "AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER": "2"})
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=tmp_path,
+        env={**os.environ, "AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER": "2"},
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     heads = re.findall(r"^\[aoti-debug-printer\] (\w+) (\S+)", r.stdout, re.M)
     kernels = {k for phase, k in heads if phase == "before_launch"}
@@ -84,7 +108,9 @@ def test_unchanged_script_at_level_2(tmp_path):
     # printed -1.8875e+38 and 1.4013e-45 before roles).
     records = re.split(r"^(?=\[aoti-debug-printer\] )", r.stdout, flags=re.M)
     unwritten = [rec for rec in records if "output, not yet written" in rec]
-    assert unwritten and all(rec.startswith("[aoti-debug-printer] before_launch") for rec in unwritten)
+    assert unwritten and all(
+        rec.startswith("[aoti-debug-printer] before_launch") for rec in unwritten
+    )
     assert not any("finite=" in rec for rec in unwritten)
     exponents = [int(e) for e in re.findall(r"\de([-+]\d+)", r.stdout)]
     assert all(abs(e) < 20 for e in exponents), sorted(exponents)[:3] + sorted(exponents)[-3:]
@@ -99,7 +125,9 @@ def test_missing_hook_point_names_the_torch_version():
     with pytest.raises(_install.HookPointMissing, match=re.escape(torch.__version__)) as e:
         _install._patch(stranger)
     # The range is the one in the installed package's metadata (pyproject.toml).
-    (required,) = [r for r in importlib.metadata.requires("aoti-debug-printer") if r.startswith("torch")]
+    (required,) = [
+        r for r in importlib.metadata.requires("aoti-debug-printer") if r.startswith("torch")
+    ]
     assert f"Supported: {required}." in str(e.value)
 
 
@@ -138,13 +166,23 @@ def test_the_cache_tag_keeps_level_0_on_the_stock_cache(tmp_path):
     """At level 0 the code is stock PyTorch's: a compile with the package
     installed is served the entry a compile without it made. At level 2 the
     code is ours: it gets an entry of its own (then reused)."""
+
     def cache(level: str, autoload: str) -> list[str]:
-        done = subprocess.run([sys.executable, "-c", CACHED_COMPILE, level], capture_output=True,
-                              text=True, timeout=600,
-                              env={**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path),
-                                   "AOTI_DEBUG_PRINTER_AUTOLOAD": autoload})
+        done = subprocess.run(
+            [sys.executable, "-c", CACHED_COMPILE, level],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env={
+                **os.environ,
+                "TORCHINDUCTOR_CACHE_DIR": str(tmp_path),
+                "AOTI_DEBUG_PRINTER_AUTOLOAD": autoload,
+            },
+        )
         assert done.returncode == 0, done.stderr[-2000:]
-        return [line for line in done.stdout.splitlines() if line.startswith("cache ")][-1].split()[1:]
+        return [line for line in done.stdout.splitlines() if line.startswith("cache ")][-1].split()[
+            1:
+        ]
 
     hit, miss = ["1", "0"], ["0", "1"]
     assert cache("0", "0") == miss  # stock PyTorch fills the cache
@@ -161,12 +199,19 @@ def test_an_old_setuptools_gets_one_line_naming_the_fix(tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", venv], check=True, timeout=300)
     py = venv / "bin" / "python"
-    version = subprocess.run([py, "-c", "import setuptools; print(setuptools.__version__)"],
-                             capture_output=True, text=True).stdout.strip()
+    version = subprocess.run(
+        [py, "-c", "import setuptools; print(setuptools.__version__)"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     if not version or int(version.split(".")[0]) >= 77:
         pytest.skip(f"this Python's venv brings setuptools {version or 'none'}")
-    done = subprocess.run([py, "-m", "pip", "install", "--no-build-isolation", "--no-deps",
-                           "--no-index", ROOT], capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [py, "-m", "pip", "install", "--no-build-isolation", "--no-deps", "--no-index", ROOT],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode != 0
     assert "needs setuptools>=77 to build" in done.stdout + done.stderr
 
@@ -191,10 +236,12 @@ def test_a_moved_hook_point_is_left_alone_and_says_what_is_lost(caplog):
         _install._record_fallback_calls_in(module)
     assert CppWrapperCpu.generate_fallback_kernel_with_runtime_lookup_aot is original
     lines = [r.getMessage() for r in caplog.records]
-    assert (f"aoti-debug-printer: torch {torch.__version__} changed "
-            "CppWrapperCpu.generate_fallback_kernel_with_runtime_lookup_aot (expected (op_overload, "
-            "raw_args, output_args), found (op, raw_args, outputs)); ops called through the proxy "
-            "executor get no records") in lines
+    assert (
+        f"aoti-debug-printer: torch {torch.__version__} changed "
+        "CppWrapperCpu.generate_fallback_kernel_with_runtime_lookup_aot (expected (op_overload, "
+        "raw_args, output_args), found (op, raw_args, outputs)); ops called through the proxy "
+        "executor get no records"
+    ) in lines
     # The three JIT methods it lacks, one line each; the one only some
     # releases have (boxed) says nothing.
     missing = [line for line in lines if " has no CppWrapperCpu." in line]

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import models
 import pytest
 import torch
+from conftest import custom_op_output_record
 
 import aoti_debug_printer
-import models
-from conftest import custom_op_output_record
 
 pytestmark = pytest.mark.slow
 
@@ -21,8 +21,11 @@ def compiled_at(request):
     def compile_at(level: int, kernels: str | None = None, cpp_wrapper: bool = False):
         torch._dynamo.reset()
         aoti_debug_printer.install()
-        patch = {"aot_inductor.debug_intermediate_value_printer": str(level),
-                 "aot_inductor.filtered_kernel_names": kernels, "cpp_wrapper": cpp_wrapper}
+        patch = {
+            "aot_inductor.debug_intermediate_value_printer": str(level),
+            "aot_inductor.filtered_kernel_names": kernels,
+            "cpp_wrapper": cpp_wrapper,
+        }
         with torch._inductor.config.patch(patch):
             fn = torch.compile(f, dynamic=False)
             x, w = torch.randn(4, 8), torch.randn(8, 3)
@@ -42,7 +45,9 @@ def test_level2_records_extern_and_cpp_kernels(compiled_at, records):
     assert any(k.startswith("cpp_fused_") for k in kernels)
     inputs = [r for r in recs if r["phase"] == "model_input"]
     assert len(inputs) == 2 and all(r["run"] == inputs[0]["run"] >= 0 for r in recs)
-    mm_after = [r for r in recs if r["kernel"] == "extern_kernels.mm" and r["phase"] == "after_launch"]
+    mm_after = [
+        r for r in recs if r["kernel"] == "extern_kernels.mm" and r["phase"] == "after_launch"
+    ]
     assert any(r["shape"] == [4, 3] for r in mm_after)
 
 

@@ -20,7 +20,8 @@ def test_check_fails_on_a_tree_it_does_not_fit(tmp_path):
     target.mkdir(parents=True)
     for name in ("debug_utils.py", "wrapper.py"):
         (target / name).write_text("# not PyTorch's file\n")
-    r = subprocess.run(["bash", ROOT / "patches" / "check.sh", tmp_path], capture_output=True,
-                       text=True)
+    r = subprocess.run(
+        ["bash", ROOT / "patches" / "check.sh", tmp_path], capture_output=True, text=True
+    )
     assert r.returncode != 0
     assert "FAIL 0001" in r.stdout

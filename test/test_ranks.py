@@ -33,12 +33,25 @@ def run_ranks(package: Path, model: str, backend: str, dump: Path, **env) -> lis
     port = str(free_port())
     procs = []
     for rank in range(2):
-        rank_env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2",
-                        MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
-                        AOTI_DEBUG_PRINTER_DUMP_DIR=str(dump), **env)
-        procs.append(subprocess.Popen(
-            [sys.executable, __file__, str(package), model, "--backend", backend],
-            env=rank_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        rank_env = dict(
+            os.environ,
+            RANK=str(rank),
+            LOCAL_RANK=str(rank),
+            WORLD_SIZE="2",
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=port,
+            AOTI_DEBUG_PRINTER_DUMP_DIR=str(dump),
+            **env,
+        )
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, __file__, str(package), model, "--backend", backend],
+                env=rank_env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     outs = []
     try:
         for p in procs:
@@ -58,7 +71,9 @@ def check_two_ranks(package: Path, tmp_path: Path, backend: str, model: str) -> 
     outs = run_ranks(package, model, backend, shared)
     manifest = [json.loads(x) for x in (shared / "manifest.jsonl").read_text().splitlines()]
     by_rank = {r: [m for m in manifest if m["rank"] == r] for r in (0, 1)}
-    assert by_rank[0] and len(by_rank[0]) == len(by_rank[1]) and len(manifest) == 2 * len(by_rank[0])
+    assert (
+        by_rank[0] and len(by_rank[0]) == len(by_rank[1]) and len(manifest) == 2 * len(by_rank[0])
+    )
     files = [m["file"] for m in manifest if "file" in m]
     assert len(set(files)) == len(files) == len(list(shared.glob("*.pt")))
     for m in manifest:

@@ -14,12 +14,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import finding_models
+import models
 import pytest
 import torch
 
 import aoti_debug_printer
-import finding_models
-import models
 from aoti_debug_printer._cli import main as cli
 from aoti_debug_printer._dumps import load_dump
 
@@ -29,8 +29,10 @@ HERE = Path(__file__).resolve().parent
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 # A repro imports nothing of ours; it imports the op's module where the
 # kernel is an op (models.py registers the test's custom ops).
-ALONE = ("import runpy, sys; sys.modules['aoti_debug_printer'] = None; "
-         "sys.argv = ['repro.py', *sys.argv[1:]]; runpy.run_path('repro.py', run_name='__main__')")
+ALONE = (
+    "import runpy, sys; sys.modules['aoti_debug_printer'] = None; "
+    "sys.argv = ['repro.py', *sys.argv[1:]]; runpy.run_path('repro.py', run_name='__main__')"
+)
 
 
 def run_alone(repro: Path, elsewhere: Path, *args: str, op_module: bool = False):
@@ -39,8 +41,14 @@ def run_alone(repro: Path, elsewhere: Path, *args: str, op_module: bool = False)
     shutil.copytree(repro, elsewhere)
     env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
     env["PYTHONPATH"] = str(HERE) if op_module else ""
-    return subprocess.run([sys.executable, "-c", ALONE, *args], cwd=elsewhere, env=env,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-c", ALONE, *args],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def write(dump: Path, package: Path, out: Path, *extra: str, capfd) -> str:
@@ -97,8 +105,9 @@ def test_a_guard_finding_of_a_kernel_writing_past_its_output_reproduces(package,
     ran = run_alone(tmp_path / "repro", tmp_path / "alone", op_module=True)
     assert ran.returncode == 1, ran.stdout + ran.stderr
     # One row of 4 float32 past the output.
-    assert re.search(r"FAIL arg\d+_1: the kernel wrote outside it, up to 16 bytes after it",
-                     ran.stdout), ran.stdout
+    assert re.search(
+        r"FAIL arg\d+_1: the kernel wrote outside it, up to 16 bytes after it", ran.stdout
+    ), ran.stdout
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -108,8 +117,11 @@ def test_a_correct_kernel_repro_passes_bit_for_bit(package, tmp_path, capfd, dev
     dump = tmp_path / "dump"
     with aoti_debug_printer.options(dump_dir=dump):
         torch._inductor.aoti_load_package(str(path))(*inputs)
-    generated = next(r.raw["kernel"] for r in load_dump(dump).records
-                     if r.raw["kernel"].startswith(("cpp_", "triton_")))
+    generated = next(
+        r.raw["kernel"]
+        for r in load_dump(dump).records
+        if r.raw["kernel"].startswith(("cpp_", "triton_"))
+    )
     write(dump, path, tmp_path / "repro", "--kernel", generated, capfd=capfd)
     ran = run_alone(tmp_path / "repro", tmp_path / "alone")
     assert ran.returncode == 0, ran.stdout + ran.stderr
@@ -145,8 +157,9 @@ def test_a_divergence_reproduces_and_a_fixed_kernel_passes(tmp_path, device, kin
     fixed = re.sub(r"\b0\.25\b", "0.0", fixed)
     assert fixed != source.read_text()
     (tmp_path / f"fixed{source.suffix}").write_text(fixed)
-    checked = run_alone(tmp_path / "repro", tmp_path / "fix", "--source",
-                        str(tmp_path / f"fixed{source.suffix}"))
+    checked = run_alone(
+        tmp_path / "repro", tmp_path / "fix", "--source", str(tmp_path / f"fixed{source.suffix}")
+    )
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert re.search(r"ok   buf\d+: RMSE", checked.stdout) and "passed" in checked.stdout
 
@@ -159,7 +172,9 @@ def test_a_faulting_kernel_faults_again_alone(tmp_path, capfd):
 
     path = compile_gpu("far_write", 3, tmp_path / "far.pt2", None)
     dump = tmp_path / "dump"
-    crash = run_child(path, FAR, AOTI_DEBUG_PRINTER_REPLAY="1", AOTI_DEBUG_PRINTER_DUMP_DIR=str(dump))
+    crash = run_child(
+        path, FAR, AOTI_DEBUG_PRINTER_REPLAY="1", AOTI_DEBUG_PRINTER_DUMP_DIR=str(dump)
+    )
     assert crash.returncode != 0 and "aoti-debug repro" in crash.stdout + crash.stderr
     write(dump, path, tmp_path / "repro", capfd=capfd)
     ran = run_alone(tmp_path / "repro", tmp_path / "alone")
@@ -175,7 +190,9 @@ def test_a_triton_kernel_writing_past_its_output_reproduces(tmp_path, capfd):
     x = torch.randn(1024, device="cuda")
     program = torch.export.export(TritonAddOne(16), (halves[:1024], halves[1024:], x))
     with aoti_debug_printer.enabled(level=1):
-        path = torch._inductor.aoti_compile_and_package(program, package_path=str(tmp_path / "t.pt2"))
+        path = torch._inductor.aoti_compile_and_package(
+            program, package_path=str(tmp_path / "t.pt2")
+        )
     dump = tmp_path / "dump"
     with aoti_debug_printer.options(dump_dir=dump, guard=2), pytest.raises(RuntimeError):
         torch._inductor.aoti_load_package(str(path))(halves[:1024], halves[1024:], x)
@@ -204,14 +221,20 @@ def test_bad_requests_get_one_line_and_exit_2(package, tmp_path):
         ([str(dump), "--package", str(tmp_path / "missing.pt2")], "no such package"),
         ([str(dump), "--package", str(path), "--kernel", "no_such_kernel"], "no record of kernel"),
         ([str(dump), "--package", str(path), "--launch", "0"], "aoti_torch_cpu_mm_out"),
-        ([str(dump), "--package", str(path), "--launch", "1", "-o", str(taken)],
-         "not an empty directory"),
+        (
+            [str(dump), "--package", str(path), "--launch", "1", "-o", str(taken)],
+            "not an empty directory",
+        ),
     ]
     for args, said in cases:
         if "-o" not in args:
             args = [*args, "-o", str(tmp_path / "o")]
-        run = subprocess.run([sys.executable, "-m", "aoti_debug_printer._cli", "repro", *args],
-                             capture_output=True, text=True, timeout=300)
+        run = subprocess.run(
+            [sys.executable, "-m", "aoti_debug_printer._cli", "repro", *args],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert run.returncode == 2, (args, run.stderr)
         err = run.stderr.strip()
         assert len(err.splitlines()) == 1 and "Traceback" not in err, err

@@ -20,10 +20,24 @@ import aoti_debug_printer
 from aoti_debug_printer import _C
 from aoti_debug_printer._dumps import load_dump
 
-FLOAT8 = [getattr(torch, n) for n in ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
-                                       "float8_e5m2fnuz") if hasattr(torch, n)]
-DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
-          torch.float16, torch.bfloat16, torch.float32, torch.float64, *FLOAT8]
+FLOAT8 = [
+    getattr(torch, n)
+    for n in ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")
+    if hasattr(torch, n)
+]
+DTYPES = [
+    torch.bool,
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.float16,
+    torch.bfloat16,
+    torch.float32,
+    torch.float64,
+    *FLOAT8,
+]
 
 
 def reference(t: torch.Tensor) -> dict:
@@ -31,8 +45,11 @@ def reference(t: torch.Tensor) -> dict:
     x = t.to(torch.float64) if not t.is_complex() else t.abs().to(torch.float64)
     finite = x[torch.isfinite(x)]
     return {
-        "numel": t.numel(), "finite": finite.numel(), "nan": int(torch.isnan(x).sum()),
-        "pos_inf": int((x == math.inf).sum()), "neg_inf": int((x == -math.inf).sum()),
+        "numel": t.numel(),
+        "finite": finite.numel(),
+        "nan": int(torch.isnan(x).sum()),
+        "pos_inf": int((x == math.inf).sum()),
+        "neg_inf": int((x == -math.inf).sum()),
         "zeros": int((finite == 0).sum()),
         "min": finite.min().item() if finite.numel() else None,
         "max": finite.max().item() if finite.numel() else None,
@@ -97,7 +114,14 @@ def test_dtypes_without_element_values_say_so():
     assert aoti_debug_printer.stats(bits)["unsupported"] == "no statistics for dtype Bits8"
 
 
-WIDE = [torch.uint16, torch.uint32, torch.uint64, torch.complex32, torch.complex64, torch.complex128]
+WIDE = [
+    torch.uint16,
+    torch.uint32,
+    torch.uint64,
+    torch.complex32,
+    torch.complex64,
+    torch.complex128,
+]
 
 
 def random_bits(dtype: torch.dtype, shape=(6, 7)) -> torch.Tensor:
@@ -120,6 +144,7 @@ def test_fingerprint_changes_with_any_element_and_the_statistics_pass_agrees(dty
     assert print_of == _C.stats(t, fingerprint=True)["fingerprint"] == _C.fingerprint(t.clone())
     for view in (t.t(), t[:, ::2], t[1:], t[:1].expand(5, 7), t[2, 3]):
         assert _C.fingerprint(view) == _C.stats(view, fingerprint=True)["fingerprint"] is not None
+
     # Element by element, as bytes (bool: flipping the low bit keeps it a bool).
     def as_rows(x):
         return x.reshape(-1).view(torch.uint8).view(x.numel(), -1)
@@ -158,8 +183,9 @@ def test_record_of_every_python_value(records):
     assert recs["n"]["problem"] == "null tensor handle"
 
 
-@pytest.mark.parametrize("kernel,arg", [("../../escape", "../x"), ("a/b\\c:d", "\x00\n*?"),
-                                        ("." * 300, "")])
+@pytest.mark.parametrize(
+    "kernel,arg", [("../../escape", "../x"), ("a/b\\c:d", "\x00\n*?"), ("." * 300, "")]
+)
 def test_hostile_names_stay_in_the_dump_dir(dump_dir, kernel, arg):
     _C.record(_C.SAVE, _C.AFTER_LAUNCH, kernel, arg, torch.arange(3))
     files = [p for p in dump_dir.parent.rglob("*") if p.is_file()]
@@ -173,8 +199,13 @@ def test_hostile_names_stay_in_the_dump_dir(dump_dir, kernel, arg):
 
 def test_saved_views_round_trip(dump_dir):
     base = torch.arange(24.0).reshape(4, 6)
-    for arg, view in [("t", base.t()), ("slice", base[1:3, ::2]), ("exp", torch.ones(1).expand(5)),
-                      ("bf16", base.to(torch.bfloat16)), ("e", torch.empty(0, 2))]:
+    for arg, view in [
+        ("t", base.t()),
+        ("slice", base[1:3, ::2]),
+        ("exp", torch.ones(1).expand(5)),
+        ("bf16", base.to(torch.bfloat16)),
+        ("e", torch.empty(0, 2)),
+    ]:
         _C.record(_C.SAVE, _C.BEFORE_LAUNCH, "k", arg, view)
         entry = json.loads((dump_dir / "manifest.jsonl").read_text().splitlines()[-1])
         back = torch.load(dump_dir / entry["file"], weights_only=True)
@@ -184,8 +215,11 @@ def test_saved_views_round_trip(dump_dir):
         assert back.untyped_storage().nbytes() <= max(view.numel(), 1) * view.element_size() * 6
 
 
-SAVED_DTYPES = DTYPES + [torch.uint16, torch.uint32, torch.uint64, torch.complex32, torch.complex64,
-                         torch.complex128] + [getattr(torch, n) for n in ("float8_e8m0fnu",) if hasattr(torch, n)]
+SAVED_DTYPES = (
+    DTYPES
+    + [torch.uint16, torch.uint32, torch.uint64, torch.complex32, torch.complex64, torch.complex128]
+    + [getattr(torch, n) for n in ("float8_e8m0fnu",) if hasattr(torch, n)]
+)
 
 
 # LibTorch names a storage class that Python lacks for the newer dtypes; the
@@ -194,14 +228,21 @@ SAVED_DTYPES = DTYPES + [torch.uint16, torch.uint32, torch.uint64, torch.complex
 @pytest.mark.parametrize("dtype", SAVED_DTYPES, ids=str)
 def test_every_dtype_saves_for_torch_load(dump_dir, dtype):
     base = (torch.randn(6, 10, generator=torch.Generator().manual_seed(0)) * 4).abs().to(dtype)
-    for arg, view in [("whole", base), ("view", base.t()[2:, 1::2]), ("scalar", base[1, 1]),
-                      ("empty", base[:0])]:
+    for arg, view in [
+        ("whole", base),
+        ("view", base.t()[2:, 1::2]),
+        ("scalar", base[1, 1]),
+        ("empty", base[:0]),
+    ]:
         _C.record(_C.SAVE, _C.AFTER_LAUNCH, "k", arg, view)
         entry = json.loads((dump_dir / "manifest.jsonl").read_text().splitlines()[-1])
         back = torch.load(dump_dir / entry["file"], weights_only=True)
         assert (back.dtype, back.shape, back.device.type) == (dtype, view.shape, "cpu"), arg
         # Bit for bit: float8 has no torch.equal.
-        assert back.reshape(-1).view(torch.uint8).tolist() == view.reshape(-1).view(torch.uint8).tolist(), arg
+        assert (
+            back.reshape(-1).view(torch.uint8).tolist()
+            == view.reshape(-1).view(torch.uint8).tolist()
+        ), arg
 
 
 def test_options_validate():
@@ -212,7 +253,7 @@ def test_options_validate():
     before = aoti_debug_printer.get_option("max_values")
     with pytest.raises(ZeroDivisionError), aoti_debug_printer.options(max_values=3, trap=1):
         assert aoti_debug_printer.get_option("max_values") == "3"
-        1 / 0  # options() restores on an error too
+        raise ZeroDivisionError  # options() restores on an error too
     assert aoti_debug_printer.get_option("max_values") == before
     assert aoti_debug_printer.get_option("trap") == "off"
     keys = [key for key, _, _ in aoti_debug_printer.option_table()]
@@ -245,8 +286,12 @@ def test_option_values_are_read_one_way():
 
 def test_a_misspelt_variable_is_named_with_the_nearest_one():
     code = "import torch, aoti_debug_printer as a; print(a.get_option('level'))"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env={**os.environ, "AOTI_DEBUG_PRINTER_LEVLE": "2"})
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "AOTI_DEBUG_PRINTER_LEVLE": "2"},
+    )
     assert done.returncode == 0 and done.stdout.split() == ["-1"], done.stderr
     assert done.stderr.count("AOTI_DEBUG_PRINTER_LEVLE") == 1
     assert "did you mean AOTI_DEBUG_PRINTER_LEVEL?" in done.stderr
@@ -278,8 +323,17 @@ def test_the_codegen_uses_the_headers_enum_values():
     (exported by _C) defines them."""
     from aoti_debug_printer import _codegen, _provenance
 
-    for name in ("SAVE", "PRINT", "WATCH", "BEFORE_LAUNCH", "AFTER_LAUNCH", "MODEL_INPUT",
-                 "ANNOUNCE", "SYNC_BY_DEFAULT", "UNSELECTED"):
+    for name in (
+        "SAVE",
+        "PRINT",
+        "WATCH",
+        "BEFORE_LAUNCH",
+        "AFTER_LAUNCH",
+        "MODEL_INPUT",
+        "ANNOUNCE",
+        "SYNC_BY_DEFAULT",
+        "UNSELECTED",
+    ):
         assert getattr(_codegen, name) == getattr(_C, name), name
     for name in ("ROLE_UNKNOWN", "ROLE_READ", "ROLE_WRITE", "ROLE_READ_WRITE"):
         assert getattr(_provenance, name) == getattr(_C, name), name
@@ -335,8 +389,11 @@ def test_two_processes_with_one_pid_keep_their_runs_apart(tmp_path):
     process token, and the reader keeps two runs."""
     dump = tmp_path / "dump"
     for _ in range(2):
-        done = subprocess.run(["unshare", "-p", "-f", "--mount-proc", sys.executable, "-c",
-                               SAVER, dump, "2"], capture_output=True, text=True)
+        done = subprocess.run(
+            ["unshare", "-p", "-f", "--mount-proc", sys.executable, "-c", SAVER, dump, "2"],
+            capture_output=True,
+            text=True,
+        )
         if done.returncode != 0 and "unshare" in done.stderr:
             pytest.skip(f"no PID namespace here: {done.stderr.strip().splitlines()[-1]}")
         assert done.returncode == 0, done.stderr
@@ -371,8 +428,20 @@ def test_a_full_disk_keeps_every_whole_record_and_the_next_run_appends_cleanly(t
     small = SAVER.replace("(4 << 20,)", "(20000,)")
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    done = subprocess.run(["unshare", "-m", "bash", "-c", FULL_DISK.replace("4 << 20", "20000"),
-                           "full-disk", mnt, small], capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            "unshare",
+            "-m",
+            "bash",
+            "-c",
+            FULL_DISK.replace("4 << 20", "20000"),
+            "full-disk",
+            mnt,
+            small,
+        ],
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0 and ("unshare" in done.stderr or "mount" in done.stderr):
         pytest.skip(f"no mount namespace or tmpfs here: {done.stderr.strip().splitlines()[-1]}")
     assert done.returncode == 0, done.stderr
@@ -380,4 +449,3 @@ def test_a_full_disk_keeps_every_whole_record_and_the_next_run_appends_cleanly(t
     assert "No space left on device" in first and first.count("ERROR") <= 2
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["skipped"] == [] and result["records"] == result["loaded"] >= 6
-

@@ -10,9 +10,9 @@ import sys
 
 import pytest
 import torch
+from test_aoti import run
 
 import aoti_debug_printer
-from test_aoti import run
 
 pytestmark = pytest.mark.slow
 
@@ -56,20 +56,32 @@ def test_level_filter_and_dump_dir_switch_at_run_time(package, records, switch, 
     switch("level", -1)
     switch("kernels", "CPP_FUSED_*")
     compiled(x)
-    kernels = {r["kernel"] for r in tensors(records()[len(recs):]) if r["kernel"]}
+    kernels = {r["kernel"] for r in tensors(records()[len(recs) :]) if r["kernel"]}
     assert kernels and all(k.startswith("cpp_fused_") for k in kernels)
 
 
 def test_level_is_read_from_the_environment_when_the_model_loads(package):
-    code = ("import sys, torch; m = torch._inductor.aoti_load_package(sys.argv[1]); "
-            "m(torch.randn(3, 8)); print('done')")
+    code = (
+        "import sys, torch; m = torch._inductor.aoti_load_package(sys.argv[1]); "
+        "m(torch.randn(3, 8)); print('done')"
+    )
     env = dict(os.environ, AOTI_DEBUG_PRINTER_LEVEL="0")
-    off = subprocess.run([sys.executable, "-c", code, str(package("mlp", 2))], env=env,
-                         capture_output=True, text=True, check=True)
+    off = subprocess.run(
+        [sys.executable, "-c", code, str(package("mlp", 2))],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert off.stdout.strip() == "done"
     env["AOTI_DEBUG_PRINTER_LEVEL"] = "3"
-    names = subprocess.run([sys.executable, "-c", code, str(package("mlp", 2))], env=env,
-                           capture_output=True, text=True, check=True)
+    names = subprocess.run(
+        [sys.executable, "-c", code, str(package("mlp", 2))],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert "before_launch cpp_fused_" in names.stdout and "min=" not in names.stdout
 
 

@@ -10,24 +10,28 @@ import subprocess
 import sys
 from pathlib import Path
 
+import models
 import pytest
 import torch
+from test_aoti import run
 
 import aoti_debug_printer
-import models
-from test_aoti import run
 
 pytestmark = pytest.mark.slow
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "aoti_debug_printer._cli", *map(str, args)],
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-m", "aoti_debug_printer._cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+    )
 
 
 @pytest.fixture
 def level1_dump(package, tmp_path):
     """dump(model, name) -> a level-1 dump directory of one run."""
+
     def dump(model_name: str, name: str) -> Path:
         d = tmp_path / name
         with aoti_debug_printer.options(dump_dir=d):
@@ -38,8 +42,11 @@ def level1_dump(package, tmp_path):
 
 
 def after_launch(d: Path) -> list[dict]:
-    return [r for r in map(json.loads, (d / "manifest.jsonl").read_text().splitlines())
-            if r.get("phase") == "after_launch" and "file" in r]
+    return [
+        r
+        for r in map(json.loads, (d / "manifest.jsonl").read_text().splitlines())
+        if r.get("phase") == "after_launch" and "file" in r
+    ]
 
 
 def test_compare_finds_the_first_kernel_that_diverges(level1_dump, tmp_path):
@@ -58,7 +65,11 @@ def test_compare_finds_the_first_kernel_that_diverges(level1_dump, tmp_path):
     diff = cli("compare", a, b)
     assert diff.returncode == 1
     first = re.search(r"FIRST DIVERGENCE: node (\S+): A (\S+) \(launch \d+\) (\S+) vs", diff.stdout)
-    assert first and first.groups() == (target["node"], target["kernel"], target["arg"]), diff.stdout
+    assert first and first.groups() == (
+        target["node"],
+        target["kernel"],
+        target["arg"],
+    ), diff.stdout
     assert re.search(r"largest absolute 1\b", diff.stdout)
     c = aoti_debug_printer.compare(a, b)
     assert c.first.a.raw["kernel"] == target["kernel"] and c.first.max_abs == pytest.approx(1.0)
@@ -98,10 +109,16 @@ def test_report_page_holds_the_data_it_claims(level1_dump, tmp_path):
     done = cli("report", d, "-o", page)
     assert done.returncode == 0, done.stderr
     text = page.read_text()
-    data = json.loads(re.search(r'<script type="application/json" id="records">(.*?)</script>',
-                                text, re.S).group(1))
-    manifest = [r for r in map(json.loads, (d / "manifest.jsonl").read_text().splitlines())
-                if r.get("phase") in ("after_launch", "model_input") and r.get("event") == "tensor"]
+    data = json.loads(
+        re.search(r'<script type="application/json" id="records">(.*?)</script>', text, re.S).group(
+            1
+        )
+    )
+    manifest = [
+        r
+        for r in map(json.loads, (d / "manifest.jsonl").read_text().splitlines())
+        if r.get("phase") in ("after_launch", "model_input") and r.get("event") == "tensor"
+    ]
     tbody = text.split("<tbody>", 1)[1].split("</tbody>", 1)[0]
     assert len(data) == len(manifest) == tbody.count("<tr")
     bad = [r for r in data if r["nan"] or r["pos_inf"] or r["neg_inf"]]
@@ -141,7 +158,10 @@ def wrong_lowering():
     op = torch.ops.adp_test.double_it.default
     aten = torch.ops.aten
     lowering.register_lowering(op)(
-        lambda x: lowering.lowerings[aten.add.Tensor](lowering.lowerings[aten.mul.Tensor](x, 2), 0.5))
+        lambda x: lowering.lowerings[aten.add.Tensor](
+            lowering.lowerings[aten.mul.Tensor](x, 2), 0.5
+        )
+    )
     yield
     lowering.lowerings.pop(op, None)
 
@@ -156,7 +176,9 @@ def test_first_divergence_from_eager_names_the_wrong_kernel(wrong_lowering, tmp_
     kernel = d.first.record.raw["kernel"]
     assert kernel.startswith("cpp_fused_") and "tanh" in kernel, kernel
     # The mm before it matched eager.
-    assert any(m.record.raw["kernel"] == "aoti_torch_cpu_mm_out" and not m.diverged for m in d.matches)
+    assert any(
+        m.record.raw["kernel"] == "aoti_torch_cpu_mm_out" and not m.diverged for m in d.matches
+    )
     assert d.first.own.value.max > 0.01 and d.first.own.diverged
 
 
@@ -202,8 +224,7 @@ def _spoil(dump: Path, how: str) -> str:
     elif how == "not_utf8":
         lines[2] = lines[2].replace(b'"run"', b'"\xff": 1, "run"')
     elif how == "path_escape":
-        lines[records[0]] = lines[records[0]].replace(first["file"].encode(),
-                                                      b"../../elsewhere.pt")
+        lines[records[0]] = lines[records[0]].replace(first["file"].encode(), b"../../elsewhere.pt")
     elif how == "truncated_pt":
         snapshot = dump / first["file"]
         snapshot.write_bytes(snapshot.read_bytes()[:100])
@@ -215,10 +236,21 @@ def _spoil(dump: Path, how: str) -> str:
     return expected
 
 
-@pytest.mark.parametrize("how", ["text_line", "json_array", "not_utf8", "path_escape",
-                                 "truncated_pt", "torn_last_line", "no_records"])
+@pytest.mark.parametrize(
+    "how",
+    [
+        "text_line",
+        "json_array",
+        "not_utf8",
+        "path_escape",
+        "truncated_pt",
+        "torn_last_line",
+        "no_records",
+    ],
+)
 def test_a_spoiled_dump_gives_one_line_and_exit_2_or_is_read_with_a_warning(
-        how, level1_dump, tmp_path):
+    how, level1_dump, tmp_path
+):
     a, b = level1_dump("mlp", "a"), level1_dump("mlp", "b")
     expected = _spoil(b, how)
     runs = [cli("compare", a, b)]
@@ -250,9 +282,20 @@ def test_diverge_on_a_directory_says_so(tmp_path):
 def test_report_renders_in_headless_chromium(level1_dump, tmp_path):
     page = aoti_debug_printer.report(level1_dump("nan_maker", "nan"), tmp_path / "report.html")
     shot = tmp_path / "report.png"
-    subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu",
-                    f"--screenshot={shot}", "--window-size=1100,700", page.as_uri()],
-                   capture_output=True, timeout=120, check=True)
+    subprocess.run(
+        [
+            "chromium",
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            f"--screenshot={shot}",
+            "--window-size=1100,700",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
     png = shot.read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")

@@ -90,8 +90,9 @@ def report(dump, output="aoti-debug-report.html"):
     return write_report(dump, output)
 
 
-def first_divergence_from_eager(program, inputs=None, dump=None, imports=(), progress=False,
-                                repro=None, package=None):
+def first_divergence_from_eager(
+    program, inputs=None, dump=None, imports=(), progress=False, repro=None, package=None
+):
     """Compiles an exported program at level 1, runs it, and judges each
     value a kernel wrote against a float64 truth, beside a benchmark in the
     run's own dtypes and numerics settings; see `aoti-debug diverge` and
@@ -103,8 +104,15 @@ def first_divergence_from_eager(program, inputs=None, dump=None, imports=(), pro
     .unmatched, .coverage(), .repro)."""
     from ._diverge import first_divergence_from_eager as _diverge
 
-    return _diverge(program, inputs, dump=dump, imports=tuple(imports), progress=progress,
-                    repro=repro, package=package)
+    return _diverge(
+        program,
+        inputs,
+        dump=dump,
+        imports=tuple(imports),
+        progress=progress,
+        repro=repro,
+        package=package,
+    )
 
 
 def write_repro(dump, package, directory, kernel=None, launch=None, call=None, imports=()):
@@ -114,8 +122,9 @@ def write_repro(dump, package, directory, kernel=None, launch=None, call=None, i
     .seconds)."""
     from ._repro import write_repro as _write
 
-    return _write(dump, package, directory, kernel=kernel, launch=launch, call=call,
-                  imports=tuple(imports))
+    return _write(
+        dump, package, directory, kernel=kernel, launch=launch, call=call, imports=tuple(imports)
+    )
 
 
 def library_path() -> str:

@@ -28,8 +28,11 @@ def activate() -> None:
     if value is not None and value.strip().lower() in OFF:
         return
     if value is not None and value.strip().lower() not in ON:
-        log.warning("AOTI_DEBUG_PRINTER_AUTOLOAD must be 1/0, on/off, true/false or yes/no, "
-                    "got %r; installing (the default)", value)
+        log.warning(
+            "AOTI_DEBUG_PRINTER_AUTOLOAD must be 1/0, on/off, true/false or yes/no, "
+            "got %r; installing (the default)",
+            value,
+        )
     try:
         from ._install import install
 

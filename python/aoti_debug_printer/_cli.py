@@ -1,10 +1,10 @@
 """The `aoti-debug` command: from printed records to the kernel that went wrong.
 
-    aoti-debug compare A B [--rtol R] [--atol A] [--top N] [--strict]
-    aoti-debug report DUMP [-o report.html]
-    aoti-debug diverge PROGRAM.pt2 [--import MODULE]... [--inputs FILE] [--dump DUMP] [--quiet]
-                       [--repro DIR [--package MODEL.pt2]]
-    aoti-debug repro DUMP --package MODEL.pt2 [--kernel NAME] [--launch N] [--call N] [-o DIR]
+aoti-debug compare A B [--rtol R] [--atol A] [--top N] [--strict]
+aoti-debug report DUMP [-o report.html]
+aoti-debug diverge PROGRAM.pt2 [--import MODULE]... [--inputs FILE] [--dump DUMP] [--quiet]
+                   [--repro DIR [--package MODEL.pt2]]
+aoti-debug repro DUMP --package MODEL.pt2 [--kernel NAME] [--launch N] [--call N] [-o DIR]
 """
 
 from __future__ import annotations
@@ -45,9 +45,15 @@ def _diverge(args) -> int:
     inputs = load_inputs(args.inputs) if args.inputs else None
     if args.dump and args.repro and not args.package:
         raise ValueError("--repro with --dump needs --package: the .pt2 the dump's run loaded")
-    result = first_divergence_from_eager(args.program, inputs, dump=args.dump,
-                                         imports=tuple(args.imports), progress=not args.quiet,
-                                         repro=args.repro, package=args.package)
+    result = first_divergence_from_eager(
+        args.program,
+        inputs,
+        dump=args.dump,
+        imports=tuple(args.imports),
+        progress=not args.quiet,
+        repro=args.repro,
+        package=args.package,
+    )
     sys.stdout.write(format_divergence(result))
     return 1 if result.first is not None else 0
 
@@ -55,8 +61,15 @@ def _diverge(args) -> int:
 def _repro(args) -> int:
     from ._repro import format_repro, write_repro
 
-    repro = write_repro(args.dump, args.package, args.output, kernel=args.kernel,
-                        launch=args.launch, call=args.call, imports=tuple(args.imports))
+    repro = write_repro(
+        args.dump,
+        args.package,
+        args.output,
+        kernel=args.kernel,
+        launch=args.launch,
+        call=args.call,
+        imports=tuple(args.imports),
+    )
     sys.stdout.write(format_repro(repro))
     return 0
 
@@ -71,8 +84,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rtol", type=float, help="relative tolerance (default: per dtype)")
     p.add_argument("--atol", type=float, help="absolute tolerance (default: per dtype)")
     p.add_argument("--top", type=int, default=10, help="rows of the worst-offenders table")
-    p.add_argument("--strict", action="store_true",
-                   help="also fail (exit 1) when values are found on one side only")
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="also fail (exit 1) when values are found on one side only",
+    )
     p.set_defaults(run=_compare)
 
     p = sub.add_parser("report", help="a self-contained HTML page of a dump")
@@ -81,34 +97,74 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(run=_report)
 
     p = sub.add_parser("diverge", help="first kernel where a compiled model differs from eager")
-    p.add_argument("program", help="an exported program (torch.export.save); it is compiled at "
-                   "level 1 and run once")
-    p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
-                   help="import MODULE first (it registers custom ops, decompositions or "
-                   "lowerings); repeatable")
-    p.add_argument("--inputs", metavar="FILE", help="a torch.save'd tuple of inputs, or an "
-                   "(args, kwargs) pair, to run instead of the program's example inputs")
-    p.add_argument("--dump", help="instead of compiling: a level-1 dump of one run of the model "
-                   "compiled from PROGRAM, on the same inputs")
+    p.add_argument(
+        "program",
+        help="an exported program (torch.export.save); it is compiled at " "level 1 and run once",
+    )
+    p.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import MODULE first (it registers custom ops, decompositions or "
+        "lowerings); repeatable",
+    )
+    p.add_argument(
+        "--inputs",
+        metavar="FILE",
+        help="a torch.save'd tuple of inputs, or an "
+        "(args, kwargs) pair, to run instead of the program's example inputs",
+    )
+    p.add_argument(
+        "--dump",
+        help="instead of compiling: a level-1 dump of one run of the model "
+        "compiled from PROGRAM, on the same inputs",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
-    p.add_argument("--repro", metavar="DIR", help="write a one-kernel repro of the first "
-                   "divergence into DIR (see `aoti-debug repro`)")
-    p.add_argument("--package", metavar="MODEL.pt2", help="with --dump and --repro: the package "
-                   "the dump's run loaded")
+    p.add_argument(
+        "--repro",
+        metavar="DIR",
+        help="write a one-kernel repro of the first "
+        "divergence into DIR (see `aoti-debug repro`)",
+    )
+    p.add_argument(
+        "--package",
+        metavar="MODEL.pt2",
+        help="with --dump and --repro: the package " "the dump's run loaded",
+    )
     p.set_defaults(run=_diverge)
 
     p = sub.add_parser("repro", help="one kernel alone on its real inputs, from a finding")
-    p.add_argument("dump", help="a level-1 dump directory holding the finding (a trap, guard or "
-                   "CUDA error record), or the launch named by --kernel / --launch")
-    p.add_argument("--package", required=True, metavar="MODEL.pt2",
-                   help="the AOTInductor package the dump's run loaded (its kernels' sources)")
+    p.add_argument(
+        "dump",
+        help="a level-1 dump directory holding the finding (a trap, guard or "
+        "CUDA error record), or the launch named by --kernel / --launch",
+    )
+    p.add_argument(
+        "--package",
+        required=True,
+        metavar="MODEL.pt2",
+        help="the AOTInductor package the dump's run loaded (its kernels' sources)",
+    )
     p.add_argument("--kernel", help="the kernel to reproduce, instead of the dump's first finding")
     p.add_argument("--launch", type=int, help="the launch index to reproduce")
     p.add_argument("--call", type=int, help="with --kernel: which call of it (default 0)")
-    p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
-                   help="a module repro.py imports first (it registers the custom op); repeatable")
-    p.add_argument("-o", "--output", default="aoti-debug-repro", metavar="DIR",
-                   help="a new directory to write (default: ./aoti-debug-repro)")
+    p.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="a module repro.py imports first (it registers the custom op); repeatable",
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        default="aoti-debug-repro",
+        metavar="DIR",
+        help="a new directory to write (default: ./aoti-debug-repro)",
+    )
     p.set_defaults(run=_repro)
 
     args = parser.parse_args(argv)

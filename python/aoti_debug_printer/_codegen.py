@@ -104,7 +104,8 @@ def _variables(args: list[Any], keep=lambda name: True) -> list[str]:
     """Arguments that name a variable in scope; literals and expressions
     (casts, reinterpret_tensor(...), 1L) have nothing worth a record."""
     return [
-        a for a in args
+        a
+        for a in args
         if isinstance(a, str) and _IDENTIFIER.match(a) and a not in _NOT_VARIABLES and keep(a)
     ]
 
@@ -127,15 +128,18 @@ def _output_handles(args: list[Any]) -> list[str]:
     from torch._inductor.virtualized import V
 
     removed = getattr(V.graph, "removed_buffers", ())
-    return [m.group(1) for a in args
-            if isinstance(a, str) and (m := _OUTPUT_HANDLE.match(a)) and m.group(2) not in removed]
+    return [
+        m.group(1)
+        for a in args
+        if isinstance(a, str) and (m := _OUTPUT_HANDLE.match(a)) and m.group(2) not in removed
+    ]
 
 
 def _label(arg: str) -> str:
     """The recorded name: the C++ wrapper's copy_arrayref_tensor_to_tensor(x)
     is x, and an output handle bufN_handle is bufN."""
     if _OUTPUT_HANDLE.match("&" + arg):
-        return arg[:-len("_handle")]
+        return arg[: -len("_handle")]
     return re.sub(r"^copy_arrayref_tensor_to_tensor\((.*)\)$", r"\1", arg)
 
 
@@ -212,8 +216,10 @@ class DebugPrinterManager:
         self._op_call = None
 
     def _names(self) -> list[str]:
-        args = [a[4:] if isinstance(a, str) and a.startswith("out=") else a
-                for a in self.args_to_print_or_save]
+        args = [
+            a[4:] if isinstance(a, str) and a.startswith("out=") else a
+            for a in self.args_to_print_or_save
+        ]
         if self.kernel_type == "extern":
             # Only buffers, inputs and constants: extern argument lists also
             # carry dtypes and int arrays. An output the call allocates is
@@ -222,20 +228,26 @@ class DebugPrinterManager:
         else:
             names = _variables(args)
         if self.kernel_type == "cpp" and self.use_array_ref:
-            names = [f"copy_arrayref_tensor_to_tensor({n})" if n.startswith(("buf", "arg")) else n
-                     for n in names]
+            names = [
+                f"copy_arrayref_tensor_to_tensor({n})" if n.startswith(("buf", "arg")) else n
+                for n in names
+            ]
         return list(dict.fromkeys(names))
 
     def __enter__(self):
         names = self._names()
         if self._action() is not None and not self._skip_kernel:
-            self._held = self._provenance.kernel_call(self.kernel_name, [_label(n) for n in names],
-                                                      self._writes_of_call)
+            self._held = self._provenance.kernel_call(
+                self.kernel_name, [_label(n) for n in names], self._writes_of_call
+            )
             self._writes_unseen = self._provenance.writes_unseen
         self._write_call_comment()
         self._perform_debug_print_or_save_helper(
-            [n for n in names if n not in self._outputs_made_by_call], self.kernel_name,
-            before_launch=True, arg_signatures=self.arg_signatures)
+            [n for n in names if n not in self._outputs_made_by_call],
+            self.kernel_name,
+            before_launch=True,
+            arg_signatures=self.arg_signatures,
+        )
 
     def _write_call_comment(self) -> None:
         """The call as the kernel gets it, before its records: a generated
@@ -244,22 +256,30 @@ class DebugPrinterManager:
         keeps; ATen's C-shim calls have none (`repro` does not rebuild them)."""
         import json
 
-        if (self.debug_printer_level is IntermediateValueDebuggingLevel.OFF or self._skip_kernel
-                or not self._cpp() or not self.kernel_filter(self.kernel_name)):
+        if (
+            self.debug_printer_level is IntermediateValueDebuggingLevel.OFF
+            or self._skip_kernel
+            or not self._cpp()
+            or not self.kernel_filter(self.kernel_name)
+        ):
             return
         if self._op_call is not None:
             call = {"kernel": self.kernel_name, **self._op_call}
         elif self.kernel_type != "extern":
-            call = {"kernel": self.kernel_name,
-                    "args": [_label(a) if isinstance(a, str) else str(a)
-                             for a in self.args_to_print_or_save]}
+            call = {
+                "kernel": self.kernel_name,
+                "args": [
+                    _label(a) if isinstance(a, str) else str(a) for a in self.args_to_print_or_save
+                ],
+            }
         else:
             return
         self._writeline(CALL_COMMENT + json.dumps(call))
 
     def __exit__(self, *exc_info):
         self._perform_debug_print_or_save_helper(
-            self._names(), self.kernel_name, before_launch=False, arg_signatures=self.arg_signatures)
+            self._names(), self.kernel_name, before_launch=False, arg_signatures=self.arg_signatures
+        )
 
     def _perform_debug_print_or_save_helper(
         self, args_to_print_or_save, kernel_name, before_launch, arg_signatures=None
@@ -270,9 +290,12 @@ class DebugPrinterManager:
         selected = self.kernel_filter(kernel_name)
         phase = BEFORE_LAUNCH if before_launch else AFTER_LAUNCH
         names_only = level is IntermediateValueDebuggingLevel.PRINT_KERNEL_NAMES_ONLY
-        flags = ((ANNOUNCE if selected and names_only else 0) | (SYNC_BY_DEFAULT if names_only else 0)
-                 | (0 if selected else UNSELECTED)
-                 | (WRITES_UNSEEN if before_launch and self._writes_unseen else 0))
+        flags = (
+            (ANNOUNCE if selected and names_only else 0)
+            | (SYNC_BY_DEFAULT if names_only else 0)
+            | (0 if selected else UNSELECTED)
+            | (WRITES_UNSEEN if before_launch and self._writes_unseen else 0)
+        )
         # Every kernel gets both events, selected or not: launch indices do
         # not depend on the filter, and the after event is where the shim
         # checks for CUDA errors when syncing.
@@ -281,10 +304,12 @@ class DebugPrinterManager:
             return
         if level is IntermediateValueDebuggingLevel.SAVE_ONLY:
             self.codegen_intermediate_tensor_value_save(
-                args_to_print_or_save, kernel_name, before_launch, arg_signatures)
+                args_to_print_or_save, kernel_name, before_launch, arg_signatures
+            )
         elif level is IntermediateValueDebuggingLevel.PRINT_ONLY:
             self.codegen_intermediate_tensor_value_print(
-                args_to_print_or_save, kernel_name, before_launch, arg_signatures)
+                args_to_print_or_save, kernel_name, before_launch, arg_signatures
+            )
         elif before_launch:
             # Level 3 notes the arguments, so that a CUDA error found after
             # the kernel can say what it was given.
@@ -333,18 +358,23 @@ class DebugPrinterManager:
             IntermediateValueDebuggingLevel.PRINT_ONLY: PRINT,
         }.get(self.debug_printer_level)
 
-    def _record(self, action: int, phase: int, kernel: str, arg: str,
-                held: Held | None = None) -> str:
+    def _record(
+        self, action: int, phase: int, kernel: str, arg: str, held: Held | None = None
+    ) -> str:
         """One record's line; `held`: what the argument holds (see _provenance)."""
         label = _label(arg)
         role, node, why, formula = held or (0, "", "", "")
         if self._cpp():
             extra = (f", {_c_string(node)}, {_c_string(why)}, {role}" if held else "") + (
-                f", {_c_string(formula)}" if formula else "")
-            return (f"aoti_debug_printer::value(AOTI_DEBUG_PRINTER_API, {action}, {phase}, "
-                    f"{_c_string(kernel)}, {_c_string(label)}, {arg}{extra});")
+                f", {_c_string(formula)}" if formula else ""
+            )
+            return (
+                f"aoti_debug_printer::value(AOTI_DEBUG_PRINTER_API, {action}, {phase}, "
+                f"{_c_string(kernel)}, {_c_string(label)}, {arg}{extra});"
+            )
         extra = (f", {node!r}, {why!r}, {role}" if held else "") + (
-            f", formula={formula!r}" if formula else "")
+            f", formula={formula!r}" if formula else ""
+        )
         return f"{_PY_MODULE}.record({action}, {phase}, {kernel!r}, {label!r}, {arg}{extra})"
 
     def _api_call(self, function: str, *args: str | int | bool) -> str:
@@ -352,15 +382,19 @@ class DebugPrinterManager:
         kernel names, quoted for that language)."""
         if self._cpp():
             cpp = ", ".join(_c_string(a) if isinstance(a, str) else str(int(a)) for a in args)
-            return (f"if (auto* aoti_debug_printer_api_ = AOTI_DEBUG_PRINTER_API) "
-                    f"aoti_debug_printer_api_->{function}({cpp});")
+            return (
+                f"if (auto* aoti_debug_printer_api_ = AOTI_DEBUG_PRINTER_API) "
+                f"aoti_debug_printer_api_->{function}({cpp});"
+            )
         return f"{_PY_MODULE}.{function}({', '.join(repr(a) for a in args)})"
 
     def _emit_launch(self, phase: int, kernel: str, flags: int) -> None:
         if self._cpp():
             # The header's helper throws on a CUDA error, ending the run.
-            line = (f"aoti_debug_printer::launch(AOTI_DEBUG_PRINTER_API, {phase}, "
-                    f"{_c_string(kernel)}, {flags});")
+            line = (
+                f"aoti_debug_printer::launch(AOTI_DEBUG_PRINTER_API, {phase}, "
+                f"{_c_string(kernel)}, {flags});"
+            )
         else:
             line = self._api_call("launch", phase, kernel, flags)
         self._writeline(line)
@@ -370,8 +404,10 @@ class DebugPrinterManager:
         if self._cpp():
             # Declared in the run's own scope: the run ends where it returns
             # or throws, and every record is written by then.
-            lines = ["aoti_debug_printer::Run aoti_debug_printer_run_(AOTI_DEBUG_PRINTER_API, "
-                     f"{_c_string(inductor_config_digest())});"]
+            lines = [
+                "aoti_debug_printer::Run aoti_debug_printer_run_(AOTI_DEBUG_PRINTER_API, "
+                f"{_c_string(inductor_config_digest())});"
+            ]
         else:
             lines = [f"{_PY_MODULE}.begin_run(inductor_config={inductor_config_digest()!r})"]
         if action is not None:
@@ -461,8 +497,9 @@ def _declared_writes(op, raw_args) -> list[str]:
 
 def _returns_one_tensor(op) -> bool:
     schema = getattr(op, "_schema", None)
-    return (schema is not None and len(schema.returns) == 1
-            and str(schema.returns[0].type) == "Tensor")
+    return (
+        schema is not None and len(schema.returns) == 1 and str(schema.returns[0].type) == "Tensor"
+    )
 
 
 @contextmanager
@@ -488,8 +525,9 @@ def fallback_call_records(wrapper, op, raw_args, output_args):
     writes = Writes(frozenset(outputs), mutated, frozenset(outputs))
     line = _fallback_records_line()
     call = {"op": _op_name(op), "args": [_encoded(v) for v in raw_args], "outputs": outputs}
-    wrapper.writeline(line(printer, _op_name(op), inputs + outputs, frozenset(outputs), writes,
-                           call))
+    wrapper.writeline(
+        line(printer, _op_name(op), inputs + outputs, frozenset(outputs), writes, call)
+    )
     yield
     wrapper.writeline(line(printer))
 
@@ -506,7 +544,9 @@ def extern_alloc_records(wrapper, extern_kernel, args: list[str]):
     if not isinstance(printer, DebugPrinterManager):
         return nullcontext()
     op = getattr(extern_kernel, "op_overload", None)
-    one_tensor = _returns_one_tensor(op) if op is not None else isinstance(extern_kernel.layout, ir.Layout)
+    one_tensor = (
+        _returns_one_tensor(op) if op is not None else isinstance(extern_kernel.layout, ir.Layout)
+    )
     made = [extern_kernel.get_name()] if one_tensor else []
     kernel = _op_name(op) if op is not None else extern_kernel.get_kernel_name()
     printer.set_printer_args(list(args) + made, kernel, None, None, "extern")
@@ -524,8 +564,9 @@ def _fallback_records_line():
         """Rendered as the before-launch records of an op's call (with
         `kernel`), or its after-launch records (without)."""
 
-        def __init__(self, printer, kernel=None, args=(), made_by_call=frozenset(), writes=None,
-                     call=None):
+        def __init__(
+            self, printer, kernel=None, args=(), made_by_call=frozenset(), writes=None, call=None
+        ):
             self.printer, self.kernel, self.args = printer, kernel, list(args)
             self.made_by_call, self.writes, self.call = made_by_call, writes, call
 

@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ._dumps import Dump, Record, load_dump, reason_kind
-from ._numerics import (K_JUMP, K_MAX, Environment, cross_floor, difference,
-                        format_environments)
+from ._numerics import K_JUMP, K_MAX, Environment, cross_floor, difference, format_environments
 
 # Which phases hold a kernel's results; before_launch holds its inputs (and
 # whatever memory its outputs had), which another compile may not share.
@@ -60,8 +59,10 @@ class Difference:
     def ratio(self) -> float:
         if self.problem or self.mismatches:
             return math.inf
-        return max(self.rel_rms / self.bar_rms if self.bar_rms else 0.0,
-                   self.rel_max / self.bar_max if self.bar_max else 0.0)
+        return max(
+            self.rel_rms / self.bar_rms if self.bar_rms else 0.0,
+            self.rel_max / self.bar_max if self.bar_max else 0.0,
+        )
 
 
 @dataclass
@@ -89,8 +90,9 @@ class Comparison:
         return self.diverged[0] if self.diverged else None
 
     def worst(self, n: int = 10) -> list[Difference]:
-        return sorted(self.diverged, key=lambda d: (bool(d.problem), d.ratio, d.rel_rms),
-                      reverse=True)[:n]
+        return sorted(
+            self.diverged, key=lambda d: (bool(d.problem), d.ratio, d.rel_rms), reverse=True
+        )[:n]
 
 
 def _close(x, y, rtol: float, atol: float) -> bool:
@@ -116,8 +118,9 @@ def _compare_stats(d: Difference, rtol: float, atol: float) -> None:
     d.mismatches = len(d.moved)
 
 
-def _compare_tensors(d: Difference, ta, tb, reshape: bool, rtol: float | None,
-                     atol: float | None) -> None:
+def _compare_tensors(
+    d: Difference, ta, tb, reshape: bool, rtol: float | None, atol: float | None
+) -> None:
     import torch
 
     if reshape and ta.numel() == tb.numel() and ta.dtype == tb.dtype:
@@ -128,12 +131,22 @@ def _compare_tensors(d: Difference, ta, tb, reshape: bool, rtol: float | None,
         d.problem = f"{ta.dtype} {list(ta.shape)} vs {tb.dtype} {list(tb.shape)}"
         return
     diff = difference(ta, tb)
-    d.rel_rms, d.rel_max, d.mismatches, d.max_abs = diff.rel_rms, diff.rel_max, diff.bad, diff.abs_max
+    d.rel_rms, d.rel_max, d.mismatches, d.max_abs = (
+        diff.rel_rms,
+        diff.rel_max,
+        diff.bad,
+        diff.abs_max,
+    )
     if rtol is not None or atol is not None:
         d.explicit = True
         wide = torch.complex128 if ta.dtype.is_complex else torch.float64
-        d.beyond_tolerance = int((~torch.isclose(tb.to(wide), ta.to(wide), rtol=rtol or 0.0,
-                                                 atol=atol or 0.0, equal_nan=True)).sum())
+        d.beyond_tolerance = int(
+            (
+                ~torch.isclose(
+                    tb.to(wide), ta.to(wide), rtol=rtol or 0.0, atol=atol or 0.0, equal_nan=True
+                )
+            ).sum()
+        )
 
 
 def _node_keyed(dump: Dump) -> tuple[dict[tuple, Record], dict[str, list[Record]]]:
@@ -208,8 +221,9 @@ class _LargestBefore:
         state[3], state[4] = max(state[3], d.rel_rms), max(state[4], d.rel_max)
 
 
-def compare(a: str | Path | Dump, b: str | Path | Dump, rtol: float | None = None,
-            atol: float | None = None) -> Comparison:
+def compare(
+    a: str | Path | Dump, b: str | Path | Dump, rtol: float | None = None, atol: float | None = None
+) -> Comparison:
     """Compares dump B against dump A (the reference order). Dumps that
     both say what their buffers hold are matched by node, so two compiles
     (other configs, devices or torch versions) compare; older dumps by
@@ -242,16 +256,22 @@ def compare(a: str | Path | Dump, b: str | Path | Dump, rtol: float | None = Non
         d = Difference(ra, rb)
         dtype = ra.raw.get("dtype", "")
         floor = cross_floor(dtype, (ra.raw["kernel"], rb.raw["kernel"]), (env_a, env_b))
-        same_meta = (ra.raw.get("dtype") == rb.raw.get("dtype")
-                     and ra.raw.get("shape") == rb.raw.get("shape"))
+        same_meta = ra.raw.get("dtype") == rb.raw.get("dtype") and ra.raw.get(
+            "shape"
+        ) == rb.raw.get("shape")
         if ra.path is not None and rb.path is not None and (same_meta or by_node):
             _compare_tensors(d, ra.load(), rb.load(), by_node, rtol, atol)
         elif not same_meta:
-            d.problem = (f"{rb.raw.get('dtype')} {rb.raw.get('shape')} where A has "
-                         f"{ra.raw.get('dtype')} {ra.raw.get('shape')}")
+            d.problem = (
+                f"{rb.raw.get('dtype')} {rb.raw.get('shape')} where A has "
+                f"{ra.raw.get('dtype')} {ra.raw.get('shape')}"
+            )
         else:
-            _compare_stats(d, rtol if rtol is not None else K_MAX * floor,
-                           atol if atol is not None else K_MAX * floor)
+            _compare_stats(
+                d,
+                rtol if rtol is not None else K_MAX * floor,
+                atol if atol is not None else K_MAX * floor,
+            )
         # What its inputs carried in: the largest difference of the values
         # its kernel read, where both dumps hold them.
         rank, run = key[0], key[1]
@@ -274,8 +294,17 @@ def compare(a: str | Path | Dump, b: str | Path | Dump, rtol: float | None = Non
             before.add(rank, run, launch, d)
         compared.append(d)
     only_b = [rb for key, rb in in_b.items() if key not in in_a]
-    return Comparison(da.source, db.source, compared, only_a, only_b,
-                      "node" if by_node else "kernel", not_comparable, env_a, env_b)
+    return Comparison(
+        da.source,
+        db.source,
+        compared,
+        only_a,
+        only_b,
+        "node" if by_node else "kernel",
+        not_comparable,
+        env_a,
+        env_b,
+    )
 
 
 def _where(r: Record) -> str:
@@ -288,7 +317,7 @@ def _what(d: Difference, by_node: bool) -> str:
         return f"{a.label}, launch {a.raw['launch']} in A"
     if a.raw["phase"] == "model_input":
         return f"model input {a.raw['arg']}"
-    return (f"node {a.node}: A {_where(a)} {a.raw['arg']} vs B {_where(b)} {b.raw['arg']}")
+    return f"node {a.node}: A {_where(a)} {a.raw['arg']} vs B {_where(b)} {b.raw['arg']}"
 
 
 def _ratio(d: Difference) -> str:
@@ -303,27 +332,35 @@ def format_comparison(c: Comparison, top: int = 10) -> str:
     if c.env_a is not None or c.env_b is not None:
         lines.append("numerics environments (! where they differ):")
         lines.extend(format_environments([("A", c.env_a), ("B", c.env_b)]))
-    lines.append(f"matched by {'node (what buffers hold)' if by_node else 'kernel, argument and call'}"
-                 f"; compared {len(c.compared)} values; {len(c.diverged)} diverge; "
-                 f"{len(c.only_a)} only in A, {len(c.only_b)} only in B"
-                 + (f"; {unmatched} written values hold no single node" if by_node else ""))
+    lines.append(
+        f"matched by {'node (what buffers hold)' if by_node else 'kernel, argument and call'}"
+        f"; compared {len(c.compared)} values; {len(c.diverged)} diverge; "
+        f"{len(c.only_a)} only in A, {len(c.only_b)} only in B"
+        + (f"; {unmatched} written values hold no single node" if by_node else "")
+    )
     first = c.first
     if first is None:
-        lines.append("no divergence: no value's difference goes beyond what its inputs and the "
-                     "runs' numerics explain")
+        lines.append(
+            "no divergence: no value's difference goes beyond what its inputs and the "
+            "runs' numerics explain"
+        )
     else:
         lines.append(f"FIRST DIVERGENCE: {_what(first, by_node)}")
         lines.append("  " + (first.problem or _explain(first)))
         if c.b.is_dir() and first.b.raw.get("kernel"):
-            lines.append(f"  a one-kernel repro of B's launch: aoti-debug repro {c.b} --package "
-                         f"B.pt2 --launch {first.b.raw['launch']}  (B.pt2: the package B's run "
-                         "loaded)")
+            lines.append(
+                f"  a one-kernel repro of B's launch: aoti-debug repro {c.b} --package "
+                f"B.pt2 --launch {first.b.raw['launch']}  (B.pt2: the package B's run "
+                "loaded)"
+            )
     if c.diverged:
         lines.append("")
         lines.append(f"{'worst offenders':<72}{'rel RMS':>10}{'inputs':>10}{'x bar':>8}  moved")
         for d in c.worst(top):
-            lines.append(f"{_what(d, by_node)[:71]:<72}{d.rel_rms:>10.3g}{d.inputs_rms:>10.3g}"
-                         f"{_ratio(d):>8}  {d.problem or ', '.join(d.moved)}")
+            lines.append(
+                f"{_what(d, by_node)[:71]:<72}{d.rel_rms:>10.3g}{d.inputs_rms:>10.3g}"
+                f"{_ratio(d):>8}  {d.problem or ', '.join(d.moved)}"
+            )
     for side, recs in (("A", c.only_a), ("B", c.only_b)):
         for r in recs:
             what = f"node {r.node} = {r.label}" if by_node and r.node else r.label
@@ -335,12 +372,17 @@ def format_comparison(c: Comparison, top: int = 10) -> str:
 
 def _explain(d: Difference) -> str:
     if d.explicit:
-        return (f"{d.beyond_tolerance} elements beyond the given tolerance; largest difference "
-                f"{d.max_abs:.6g}")
-    text = (f"relative RMS difference {d.rel_rms:.3g} where the values its kernel read differ "
-            f"by {d.inputs_rms:.3g} (bar {d.bar_rms:.3g}); largest {d.rel_max:.3g} "
-            f"(bar {d.bar_max:.3g}); largest absolute {d.max_abs:.6g}")
+        return (
+            f"{d.beyond_tolerance} elements beyond the given tolerance; largest difference "
+            f"{d.max_abs:.6g}"
+        )
+    text = (
+        f"relative RMS difference {d.rel_rms:.3g} where the values its kernel read differ "
+        f"by {d.inputs_rms:.3g} (bar {d.bar_rms:.3g}); largest {d.rel_max:.3g} "
+        f"(bar {d.bar_max:.3g}); largest absolute {d.max_abs:.6g}"
+    )
     if d.mismatches:
-        text += f"; {d.mismatches} " + ("statistics moved" if d.moved else
-                                          "elements non-finite on one side only")
+        text += f"; {d.mismatches} " + (
+            "statistics moved" if d.moved else "elements non-finite on one side only"
+        )
     return text

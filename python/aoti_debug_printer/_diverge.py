@@ -79,8 +79,10 @@ def load_program(program):
         return program
     path = Path(program)
     if path.is_dir():
-        raise ProgramError(f"{path} is a directory: give the exported program's file "
-                           "(torch.export.save), and a dump with --dump")
+        raise ProgramError(
+            f"{path} is a directory: give the exported program's file "
+            "(torch.export.save), and a dump with --dump"
+        )
     if not path.is_file():
         raise ProgramError(f"no such file: {path}")
     if not zipfile.is_zipfile(path):
@@ -90,7 +92,8 @@ def load_program(program):
             raise ProgramError(
                 f"{path} is an AOTInductor package (compiled code, no graph to run eagerly); "
                 "give the exported program it was compiled from: "
-                "torch.export.save(torch.export.export(model, inputs), 'program.pt2')")
+                "torch.export.save(torch.export.export(model, inputs), 'program.pt2')"
+            )
     # A program whose inputs or outputs are a library's pytree types (a
     # transformers ModelOutput) loads only where that library registered
     # them: import the modules the program names first.
@@ -111,12 +114,19 @@ def load_program(program):
         # torch's own reason: the one it logged where it raised something
         # vaguer ("check the warnings above", which we kept off the screen).
         why = reasons.first_error() or f"{type(e).__name__}: {first_line(e)}"
-        ops = sorted({f"{ns}::{name}" for ns, name in _CUSTOM_OP.findall(why)
-                      if ns not in ("aten", "prims")})
-        hint = (f"; --import the module that registers {', '.join(missing)}" if missing else
-                f"; --import the module that registers {', '.join(ops)}" if ops else
-                "; if it calls custom ops, --import the module that registers them")
-        raise ProgramError(f"{path} could not be loaded as an exported program ({why}){hint}") from None
+        ops = sorted(
+            {f"{ns}::{name}" for ns, name in _CUSTOM_OP.findall(why) if ns not in ("aten", "prims")}
+        )
+        hint = (
+            f"; --import the module that registers {', '.join(missing)}"
+            if missing
+            else f"; --import the module that registers {', '.join(ops)}"
+            if ops
+            else "; if it calls custom ops, --import the module that registers them"
+        )
+        raise ProgramError(
+            f"{path} could not be loaded as an exported program ({why}){hint}"
+        ) from None
     finally:
         export_log.handlers, export_log.propagate = saved[0], saved[1]
         export_log.setLevel(saved[2])
@@ -174,8 +184,13 @@ def _import_pytree_modules(path: Path) -> list[str]:
                 module = module.rpartition(".")[0]
             except Exception:  # noqa: BLE001 - their module failed to import: said below
                 break
-    return sorted(n for n in names if n not in registered and "." in n
-                  and not n.startswith(("torch.", "builtins.", "collections.")))
+    return sorted(
+        n
+        for n in names
+        if n not in registered
+        and "." in n
+        and not n.startswith(("torch.", "builtins.", "collections."))
+    )
 
 
 def load_inputs(path) -> tuple[tuple, dict]:
@@ -194,13 +209,19 @@ def load_inputs(path) -> tuple[tuple, dict]:
 
 
 def _split_inputs(value, what: str) -> tuple[tuple, dict]:
-    if (isinstance(value, (tuple, list)) and len(value) == 2
-            and isinstance(value[0], (tuple, list)) and isinstance(value[1], dict)):
+    if (
+        isinstance(value, (tuple, list))
+        and len(value) == 2
+        and isinstance(value[0], (tuple, list))
+        and isinstance(value[1], dict)
+    ):
         return tuple(value[0]), dict(value[1])
     if isinstance(value, (tuple, list)):
         return tuple(value), {}
-    raise ProgramError(f"{what}: inputs must be a tuple of positional inputs or an "
-                       f"(args, kwargs) pair, not {type(value).__name__}")
+    raise ProgramError(
+        f"{what}: inputs must be a tuple of positional inputs or an "
+        f"(args, kwargs) pair, not {type(value).__name__}"
+    )
 
 
 # Ops evaluated where their implementation is trusted: ATen's and its
@@ -216,8 +237,15 @@ def _namespace(target) -> str:
 
 # Ops that add up terms: a value one of them returns (var_mean: its mean,
 # output 1) is judged with a floor relative to the terms (see judge).
-_SUMS = frozenset({"aten.sum.default", "aten.sum.dim_IntList", "aten.mean.default",
-                   "aten.mean.dim", "prims.sum.default"})
+_SUMS = frozenset(
+    {
+        "aten.sum.default",
+        "aten.sum.dim_IntList",
+        "aten.mean.default",
+        "aten.mean.dim",
+        "prims.sum.default",
+    }
+)
 _VAR_MEAN = "aten.var_mean.correction"
 
 
@@ -238,8 +266,13 @@ class Evaluation:
     value: a node's value is then computed from the compiled run's own
     inputs, so its error is the error of the kernel alone."""
 
-    def __init__(self, program, truth: bool, device: str | None = None,
-                 memory_formats: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        program,
+        truth: bool,
+        device: str | None = None,
+        memory_formats: dict[str, Any] | None = None,
+    ) -> None:
         import torch
 
         self.truth = truth
@@ -268,8 +301,7 @@ class Evaluation:
                 return x.to(torch.float64)
             return x.to(torch.complex128) if x.is_complex() else x
         if self.truth and isinstance(x, torch.dtype):
-            return (torch.float64 if x.is_floating_point
-                    else torch.complex128 if x.is_complex else x)
+            return torch.float64 if x.is_floating_point else torch.complex128 if x.is_complex else x
         if self.truth and isinstance(x, torch.device):
             return torch.device("cpu")
         return x
@@ -279,8 +311,9 @@ class Evaluation:
         `like` (its own value of that node): what a later node reads."""
         return self.adapt(compiled).reshape(like.shape).to(like.dtype).clone()
 
-    def run(self, args: tuple, kwargs: dict, keep: set[str],
-            substitutes: dict[str, Any] | None = None) -> dict[str, Any]:
+    def run(
+        self, args: tuple, kwargs: dict, keep: set[str], substitutes: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         import torch
         from torch.utils import _pytree as pytree
 
@@ -293,8 +326,9 @@ class Evaluation:
             self.interpreter(self.module, keep, substitutes or {}, values).run(*flat)
         return values
 
-    def interpreter(self, module, keep: set[str], substitutes: dict[str, Any],
-                    values: dict[str, Any]):
+    def interpreter(
+        self, module, keep: set[str], substitutes: dict[str, Any], values: dict[str, Any]
+    ):
         """An FX interpreter of `module` that adapts every value to this
         evaluation, keeps `keep` and puts `substitutes` in place."""
         import torch
@@ -330,8 +364,10 @@ class Evaluation:
         or autocast), run by an interpreter of this evaluation: its dtype and
         device arguments adapted too. Its values are not kept: its node names
         are its own."""
+
         def run(*args):
             return self.interpreter(module, set(), {}, {}).run(*args)
+
         return run
 
     def call(self, target, args, kwargs, memory_format=None):
@@ -340,20 +376,28 @@ class Evaluation:
         from torch.utils import _pytree as pytree
 
         if memory_format is not None and not self.truth and _is_convolution(target):
-            args = (args[0].contiguous(memory_format=memory_format),
-                    args[1].contiguous(memory_format=memory_format), *args[2:])
+            args = (
+                args[0].contiguous(memory_format=memory_format),
+                args[1].contiguous(memory_format=memory_format),
+                *args[2:],
+            )
 
         if isinstance(target, torch._ops.HigherOrderOperator):
-            args = tuple(self._subgraph(a) if isinstance(a, torch.fx.GraphModule) else a
-                         for a in args)
+            args = tuple(
+                self._subgraph(a) if isinstance(a, torch.fx.GraphModule) else a for a in args
+            )
             if self.truth and target.__name__ == "wrap_with_autocast":
                 # The truth is computed in double: no autocast region lowers it.
                 body = next(i for i, a in enumerate(args) if callable(a))
-                return args[body](*args[body + 1:])
+                return args[body](*args[body + 1 :])
             return target(*args, **kwargs)
 
-        if self.truth or self.device.type == "cpu" or _namespace(target) in TRUSTED_NAMESPACES \
-                or not isinstance(target, torch._ops.OpOverload):
+        if (
+            self.truth
+            or self.device.type == "cpu"
+            or _namespace(target) in TRUSTED_NAMESPACES
+            or not isinstance(target, torch._ops.OpOverload)
+        ):
             return target(*args, **kwargs)
         to_cpu = pytree.tree_map_only(torch.Tensor, lambda t: t.to("cpu"), (args, kwargs))
         try:
@@ -363,16 +407,20 @@ class Evaluation:
         return pytree.tree_map_only(torch.Tensor, lambda t: t.to(self.device), result)
 
 
-def eager_values(program, args: tuple, kwargs: dict | None = None,
-                 float64: bool = False) -> dict[str, Any]:
+def eager_values(
+    program, args: tuple, kwargs: dict | None = None, float64: bool = False
+) -> dict[str, Any]:
     """Every node's value from running `program` node by node: the truth
     (float64 on the CPU) with `float64`, else in its own dtypes where its
     inputs are."""
     import torch
     from torch.utils import _pytree as pytree
 
-    flat = [t for t in pytree.tree_leaves((tuple(args), dict(kwargs or {})))
-            if isinstance(t, torch.Tensor)]
+    flat = [
+        t
+        for t in pytree.tree_leaves((tuple(args), dict(kwargs or {})))
+        if isinstance(t, torch.Tensor)
+    ]
     device = str(flat[0].device) if flat else "cpu"
     names = {n.name for n in program.graph.nodes}
     return Evaluation(program, truth=float64, device=device).run(args, kwargs or {}, names)
@@ -404,8 +452,14 @@ class Match:
         return self.own.diverged
 
 
-def match_dump(dump_source, program, args: tuple, kwargs: dict,
-               environment: Environment | None = None, progress=None) -> Divergence:
+def match_dump(
+    dump_source,
+    program,
+    args: tuple,
+    kwargs: dict,
+    environment: Environment | None = None,
+    progress=None,
+) -> Divergence:
     """Judges every value a level-1 dump holds of `program`'s nodes against
     the float64 truth, beside the benchmark in the run's dtypes under the
     run's numerics settings (the dump's, else `environment`)."""
@@ -414,8 +468,10 @@ def match_dump(dump_source, program, args: tuple, kwargs: dict,
     progress = progress or _Progress()
     dump = dump_source if isinstance(dump_source, Dump) else load_dump(dump_source)
     if not dump.has_provenance:
-        raise ProgramError(f"{dump.source} does not say what its buffers hold: compile the model "
-                           "with this version of aoti-debug-printer at level 1")
+        raise ProgramError(
+            f"{dump.source} does not say what its buffers hold: compile the model "
+            "with this version of aoti-debug-printer at level 1"
+        )
     result = Divergence([])
     first_run = [r for r in dump.written_values() if r.run == 0]
     if not first_run:
@@ -435,8 +491,9 @@ def match_dump(dump_source, program, args: tuple, kwargs: dict,
         elif r.node not in nodes:
             result.unmatched.append((r, "the node has no tensor value in eager"))
         elif r.path is None:
-            result.unmatched.append((r, "no saved file: its inputs and value were not saved "
-                                        "(compile at level 1)"))
+            result.unmatched.append(
+                (r, "no saved file: its inputs and value were not saved " "(compile at level 1)")
+            )
         else:
             candidates.append(r)
             if r.node not in compiled:
@@ -458,9 +515,12 @@ def match_dump(dump_source, program, args: tuple, kwargs: dict,
     with env.applied():
         progress.phase(f"the benchmark in the run's dtypes on {device}, from the model inputs")
         bench = bench_evaluation.run(args, kwargs, keep)
-        progress.phase(f"the benchmark of each kernel on {device}, on the compiled run's own inputs")
-        own_bench = Evaluation(program, truth=False, device=device,
-                               memory_formats=formats).run(args, kwargs, keep, compiled)
+        progress.phase(
+            f"the benchmark of each kernel on {device}, on the compiled run's own inputs"
+        )
+        own_bench = Evaluation(program, truth=False, device=device, memory_formats=formats).run(
+            args, kwargs, keep, compiled
+        )
     progress.phase(f"judging {len(candidates)} values")
     for r in candidates:
         t = truth.get(r.node)
@@ -475,16 +535,34 @@ def match_dump(dump_source, program, args: tuple, kwargs: dict,
         # through a reshape): the same elements in the same order.
         value = value.reshape(t.shape)
         region, from_inputs = _region(graph, r.node, compiled)
-        own = judge(value, own_bench[r.node], own_truth[r.node],
-                    own_truth_evaluation.terms.get(r.node))
-        result.matches.append(Match(
-            r, r.node, own, judge(value, bench[r.node], t, truth_evaluation.terms.get(r.node)),
-            region, from_inputs, own_truth[r.node] if own.diverged else None))
+        own = judge(
+            value, own_bench[r.node], own_truth[r.node], own_truth_evaluation.terms.get(r.node)
+        )
+        result.matches.append(
+            Match(
+                r,
+                r.node,
+                own,
+                judge(value, bench[r.node], t, truth_evaluation.terms.get(r.node)),
+                region,
+                from_inputs,
+                own_truth[r.node] if own.diverged else None,
+            )
+        )
     if formulas:
         progress.phase(f"judging {len(formulas)} values by their formulas")
-        _judge_formulas(result, formulas, program, args, kwargs, env, compiled,
-                        (truth_evaluation, bench_evaluation), (truth, own_truth, bench, own_bench),
-                        graph)
+        _judge_formulas(
+            result,
+            formulas,
+            program,
+            args,
+            kwargs,
+            env,
+            compiled,
+            (truth_evaluation, bench_evaluation),
+            (truth, own_truth, bench, own_bench),
+            graph,
+        )
         order = {id(r): i for i, r in enumerate(first_run)}
         result.matches.sort(key=lambda m: order[id(m.record)])
     return result
@@ -510,8 +588,12 @@ class Formula:
         # computes that node's value from this buffer without storing it.
         completes = formula.get("completes")
         self.completes = None
-        if (isinstance(completes, dict) and isinstance(completes.get("node"), str)
-                and isinstance(completes.get("steps"), list) and "value" in completes):
+        if (
+            isinstance(completes, dict)
+            and isinstance(completes.get("node"), str)
+            and isinstance(completes.get("steps"), list)
+            and "value" in completes
+        ):
             self.completes = (completes["node"], Formula({**completes, "name": completes["node"]}))
 
     def _collect(self, *parts) -> None:
@@ -526,8 +608,15 @@ class Formula:
                 else:
                     self._collect(*part.values())
 
-    def evaluate(self, evaluation: Evaluation, node_value, program, user_inputs: list,
-                 this=None, memory_format=None):
+    def evaluate(
+        self,
+        evaluation: Evaluation,
+        node_value,
+        program,
+        user_inputs: list,
+        this=None,
+        memory_format=None,
+    ):
         """(the formula's value in `evaluation`, the scale of its terms where
         it is a sum or a mean, else None); `node_value(name)`: a node's
         value there; `this`: the buffer's value, for a completion;
@@ -581,10 +670,14 @@ class Formula:
         last_step = self.value.get("step") if isinstance(self.value, dict) else None
         for op, args, kwargs in self.steps:
             target = _formula_op(op)
-            a, kw = pytree.tree_map(evaluation.adapt, (arg(args), {k: arg(v) for k, v in
-                                                                 kwargs.items()}))
-            done.append(evaluation.call(target, tuple(a), kw,
-                                        memory_format if len(done) == last_step else None))
+            a, kw = pytree.tree_map(
+                evaluation.adapt, (arg(args), {k: arg(v) for k, v in kwargs.items()})
+            )
+            done.append(
+                evaluation.call(
+                    target, tuple(a), kw, memory_format if len(done) == last_step else None
+                )
+            )
             if op == _VAR_MEAN:
                 terms.append({1: scale_of(a[0])})  # its mean
             elif op == "getitem" and isinstance(args[0], dict) and "step" in args[0]:
@@ -603,8 +696,12 @@ def _memory_format(r: Record):
     import torch
 
     shape, stride = r.raw.get("shape"), r.raw.get("stride")
-    if not (isinstance(shape, list) and isinstance(stride, list) and len(shape) in (4, 5)
-            and len(stride) == len(shape)):
+    if not (
+        isinstance(shape, list)
+        and isinstance(stride, list)
+        and len(shape) in (4, 5)
+        and len(stride) == len(shape)
+    ):
         return None
     try:
         t = torch.empty_strided(shape, stride, device="meta")
@@ -618,10 +715,14 @@ def _convolution_formats(graph: _Graph, candidates: list[Record], formulas) -> d
     """Convolution node -> the memory format its compiled value has: that of
     the buffer that holds it, or of the one its bias is added to."""
     formats = {}
-    for node, r in ([(r.node, r) for r in candidates]
-                    + [(f.completes[0], r) for r, f in formulas if f.completes]):
-        if (node in graph.nodes and _is_convolution(graph.nodes[node].target)
-                and (fmt := _memory_format(r)) is not None):
+    for node, r in [(r.node, r) for r in candidates] + [
+        (f.completes[0], r) for r, f in formulas if f.completes
+    ]:
+        if (
+            node in graph.nodes
+            and _is_convolution(graph.nodes[node].target)
+            and (fmt := _memory_format(r)) is not None
+        ):
             formats[node] = fmt
     return formats
 
@@ -632,11 +733,17 @@ def _is_convolution(target) -> bool:
 
     aten = torch.ops.aten
     return getattr(target, "overloadpacket", None) in (
-        aten.convolution, aten._convolution, aten.conv1d, aten.conv2d, aten.conv3d)
+        aten.convolution,
+        aten._convolution,
+        aten.conv1d,
+        aten.conv2d,
+        aten.conv3d,
+    )
 
 
-def _complete(formulas, compiled: dict[str, Any], evaluation: Evaluation, program,
-              env: Environment) -> None:
+def _complete(
+    formulas, compiled: dict[str, Any], evaluation: Evaluation, program, env: Environment
+) -> None:
     """Adds to `compiled` the value of every node that a kernel computed
     from a saved buffer without storing it (its formula's `completes`),
     computed from that buffer as the kernel did: in the run's dtypes on its
@@ -653,8 +760,9 @@ def _complete(formulas, compiled: dict[str, Any], evaluation: Evaluation, progra
         node, completion = f.completes
         try:
             with torch.no_grad(), env.applied():
-                compiled[node], _ = completion.evaluate(evaluation, no_node, program, [],
-                                                        this=r.load())
+                compiled[node], _ = completion.evaluate(
+                    evaluation, no_node, program, [], this=r.load()
+                )
         except Exception:  # noqa: BLE001 - no completion: the node is evaluated as before
             continue
 
@@ -675,8 +783,18 @@ def _formula_op(name: str):
         raise FormulaError(f"this torch has no {name}") from None
 
 
-def _judge_formulas(result: Divergence, formulas, program, args, kwargs, env: Environment,
-                    compiled: dict[str, Any], evaluations, evaluated, graph: _Graph) -> None:
+def _judge_formulas(
+    result: Divergence,
+    formulas,
+    program,
+    args,
+    kwargs,
+    env: Environment,
+    compiled: dict[str, Any],
+    evaluations,
+    evaluated,
+    graph: _Graph,
+) -> None:
     """Adds a Match for every value judged by its formula, from the four
     evaluations' values (truth, own truth, benchmark, own benchmark), with
     the truth's and the benchmark's way of holding and calling."""
@@ -684,8 +802,11 @@ def _judge_formulas(result: Divergence, formulas, program, args, kwargs, env: En
     from torch.utils import _pytree as pytree
 
     truth, own_truth, bench, own_bench = evaluated
-    user_inputs = [t for t in pytree.tree_leaves((tuple(args), dict(kwargs or {})))
-                   if isinstance(t, torch.Tensor)]
+    user_inputs = [
+        t
+        for t in pytree.tree_leaves((tuple(args), dict(kwargs or {})))
+        if isinstance(t, torch.Tensor)
+    ]
 
     def values_of(evaluation: Evaluation, values: dict[str, Any], own: bool):
         def node_value(name: str):
@@ -693,19 +814,29 @@ def _judge_formulas(result: Divergence, formulas, program, args, kwargs, env: En
             if own and name in compiled:  # what the kernel read: the compiled value
                 return evaluation.substitute(compiled[name], v)
             return v
+
         return node_value
 
     for r, f in formulas:
         try:
             with torch.no_grad():
                 (t, terms), (ot, own_terms) = (
-                    f.evaluate(evaluations[0], values_of(evaluations[0], v, own), program,
-                               user_inputs) for v, own in ((truth, False), (own_truth, True)))
+                    f.evaluate(
+                        evaluations[0], values_of(evaluations[0], v, own), program, user_inputs
+                    )
+                    for v, own in ((truth, False), (own_truth, True))
+                )
                 with env.applied():
                     (b, _), (ob, _) = (
-                        f.evaluate(evaluations[1], values_of(evaluations[1], v, own), program,
-                                   user_inputs, memory_format=_memory_format(r))
-                        for v, own in ((bench, False), (own_bench, True)))
+                        f.evaluate(
+                            evaluations[1],
+                            values_of(evaluations[1], v, own),
+                            program,
+                            user_inputs,
+                            memory_format=_memory_format(r),
+                        )
+                        for v, own in ((bench, False), (own_bench, True))
+                    )
         except FormulaError as e:
             result.unmatched.append((r, f"its formula cannot be evaluated: {e}"))
             continue
@@ -723,8 +854,16 @@ def _judge_formulas(result: Divergence, formulas, program, args, kwargs, env: En
         for name in f.nodes - set(compiled):
             n, from_inputs = _region(graph, name, compiled)
             region, reaches = region + n, reaches or from_inputs
-        result.matches.append(Match(r, f.name, judge(value, ob, ot, own_terms),
-                                    judge(value, b, t, terms), region, reaches))
+        result.matches.append(
+            Match(
+                r,
+                f.name,
+                judge(value, ob, ot, own_terms),
+                judge(value, b, t, terms),
+                region,
+                reaches,
+            )
+        )
 
 
 class _Graph:
@@ -785,9 +924,15 @@ def _installed_for_the_compile():
             uninstall()
 
 
-def first_divergence_from_eager(program, inputs=None, dump=None,
-                                imports: tuple[str, ...] = (), progress: bool = False,
-                                repro=None, package=None) -> Divergence:
+def first_divergence_from_eager(
+    program,
+    inputs=None,
+    dump=None,
+    imports: tuple[str, ...] = (),
+    progress: bool = False,
+    repro=None,
+    package=None,
+) -> Divergence:
     """Compiles `program` (an ExportedProgram or a torch.export.save file)
     with AOTInductor at level 1, runs it once on `inputs` (a tuple, or an
     (args, kwargs) pair; default: the program's example inputs), and judges
@@ -820,12 +965,15 @@ def first_divergence_from_eager(program, inputs=None, dump=None,
         result = match_dump(dump, program, args, kwargs, progress=steps)
         return _with_repro(result, dump, package, repro, imports)
     with tempfile.TemporaryDirectory(prefix="aoti-debug-diverge-") as tmp:
-        patch = {"aot_inductor.debug_intermediate_value_printer": "1",
-                 "aot_inductor.filtered_kernel_names": None}
+        patch = {
+            "aot_inductor.debug_intermediate_value_printer": "1",
+            "aot_inductor.filtered_kernel_names": None,
+        }
         steps.phase("compiling with AOTInductor at level 1")
         with _installed_for_the_compile(), torch._inductor.config.patch(patch):
             package = torch._inductor.aoti_compile_and_package(
-                program, package_path=str(Path(tmp) / "model.pt2"))
+                program, package_path=str(Path(tmp) / "model.pt2")
+            )
         steps.phase("running the compiled model once, saving what its kernels write")
         with options(dump_dir=Path(tmp) / "dump", level=-1, trap=0, kernels=""):
             torch._inductor.aoti_load_package(package)(*args, **kwargs)
@@ -844,12 +992,17 @@ def _with_repro(result: Divergence, dump, package, repro, imports) -> Divergence
     raw = first.record.raw
     checks = [FINITE, UNCHANGED, IN_BOUNDS] + ([CLOSE] if first.expected is not None else [])
     finding = Finding(
-        raw["kernel"], raw["launch"], raw["call"],
+        raw["kernel"],
+        raw["launch"],
+        raw["call"],
         f"diverge: buffer {raw['arg']} = node {first.node} differs from eager beyond the bar "
-        f"({_relative(first.own)} times it)", checks, raw["arg"],
+        f"({_relative(first.own)} times it)",
+        checks,
+        raw["arg"],
         (raw.get("process"), raw.get("pid"), raw.get("rank", -1), raw.get("run", -1)),
-        first.expected, {"rms": first.own.bar_rms, "max": first.own.bar_max,
-                         "bad": first.own.benchmark.bad})
+        first.expected,
+        {"rms": first.own.bar_rms, "max": first.own.bar_max, "bad": first.own.benchmark.bad},
+    )
     result.repro = write_repro(dump, package, repro, finding, imports=imports)
     return result
 
@@ -863,7 +1016,9 @@ def _inputs_of_the_run(dump: Dump, args: tuple, kwargs: dict, given: bool) -> tu
     from torch.utils import _pytree as pytree
 
     first = [r for r in dump.records if r.run == 0 and r.raw["phase"] == "model_input"]
-    saved = [r for r in first if r.raw.get("rank", -1) == first[0].raw.get("rank", -1)] if first else []
+    saved = (
+        [r for r in first if r.raw.get("rank", -1) == first[0].raw.get("rank", -1)] if first else []
+    )
     flat, spec = pytree.tree_flatten((tuple(args), dict(kwargs or {})))
     tensors = [i for i, x in enumerate(flat) if isinstance(x, torch.Tensor)]
     if not saved or any(r.path is None for r in saved) or len(saved) != len(tensors):
@@ -873,11 +1028,14 @@ def _inputs_of_the_run(dump: Dump, args: tuple, kwargs: dict, given: bool) -> tu
         if value.dtype != flat[i].dtype:
             return args, kwargs  # not the program's inputs in order: as given
         value = value.to(flat[i].device)
-        if given and (value.shape != flat[i].shape
-                      or not torch.equal(value.nan_to_num(), flat[i].nan_to_num())):
+        if given and (
+            value.shape != flat[i].shape
+            or not torch.equal(value.nan_to_num(), flat[i].nan_to_num())
+        ):
             raise ProgramError(
                 f"the inputs given differ from those the dump's run had (tensor input {k}, "
-                f"{r.raw['arg']}): leave --inputs out to judge the run on its own inputs")
+                f"{r.raw['arg']}): leave --inputs out to judge the run on its own inputs"
+            )
         flat[i] = value
     args, kwargs = pytree.tree_unflatten(flat, spec)
     return tuple(args), kwargs
@@ -892,61 +1050,81 @@ def _relative(v: Verdict) -> str:
 def format_divergence(d: Divergence) -> str:
     written, compared, reasons = d.coverage()
     env = d.environment
-    lines = [f"compared {compared} of {written} values kernels wrote against a float64 truth "
-             f"({100 * compared / max(1, written):.0f}%)"]
+    lines = [
+        f"compared {compared} of {written} values kernels wrote against a float64 truth "
+        f"({100 * compared / max(1, written):.0f}%)"
+    ]
     if env is not None:
-        lines.append("benchmark made under the compiled run's settings: " + ", ".join(
-            f"{k} {v}" for k, v in env.rows() if v != "-"))
+        lines.append(
+            "benchmark made under the compiled run's settings: "
+            + ", ".join(f"{k} {v}" for k, v in env.rows() if v != "-")
+        )
     first, drift = d.first, d.drift
     if first is None and drift is None:
         lines.append("no divergence from eager: every value's error is within the benchmark's bar")
     elif first is not None:
         r = first.record.raw
-        lines.append(f"FIRST DIVERGENCE FROM EAGER: kernel {r['kernel']} (launch {r['launch']}), "
-                     f"buffer {r['arg']} = node {first.node}")
+        lines.append(
+            f"FIRST DIVERGENCE FROM EAGER: kernel {r['kernel']} (launch {r['launch']}), "
+            f"buffer {r['arg']} = node {first.node}"
+        )
         lines.extend(_explain(first))
         if d.repro is not None:
             from ._repro import format_repro
 
             lines.append(format_repro(d.repro).rstrip("\n"))
         else:
-            lines.append("  a one-kernel repro of it, on its real inputs: the same command with "
-                         "--repro DIR")
+            lines.append(
+                "  a one-kernel repro of it, on its real inputs: the same command with "
+                "--repro DIR"
+            )
     else:
         r = drift.record.raw
-        lines.append("no divergence from eager: every kernel's own error is within the "
-                     "benchmark's bar")
-        lines.append(f"note: the error accumulated from the model inputs is beyond it, first at "
-                     f"kernel {r['kernel']} (launch {r['launch']}), buffer {r['arg']} = node "
-                     f"{drift.node}: the noise the run's settings allow, amplified more than in "
-                     "eager (docs/accuracy.md)")
+        lines.append(
+            "no divergence from eager: every kernel's own error is within the " "benchmark's bar"
+        )
+        lines.append(
+            f"note: the error accumulated from the model inputs is beyond it, first at "
+            f"kernel {r['kernel']} (launch {r['launch']}), buffer {r['arg']} = node "
+            f"{drift.node}: the noise the run's settings allow, amplified more than in "
+            "eager (docs/accuracy.md)"
+        )
         lines.extend(_explain(drift))
-    lines.append(f"  {'launch':>6} {'kernel':<44} {'buffer':<8} {'node':<22} "
-                 f"{'own/bar':>9} {'accum/bar':>9}  verdict")
+    lines.append(
+        f"  {'launch':>6} {'kernel':<44} {'buffer':<8} {'node':<22} "
+        f"{'own/bar':>9} {'accum/bar':>9}  verdict"
+    )
     for m in d.matches:
-        mark = ("DIVERGES" if m.own.diverged else
-                "drift" if m.accumulated.diverged else "ok")
+        mark = "DIVERGES" if m.own.diverged else "drift" if m.accumulated.diverged else "ok"
         raw = m.record.raw
-        lines.append(f"  {raw['launch']:>6} {raw['kernel'][:44]:<44} {raw['arg'][:8]:<8} "
-                     f"{m.node[:22]:<22} {_relative(m.own):>9} {_relative(m.accumulated):>9}  {mark}")
+        lines.append(
+            f"  {raw['launch']:>6} {raw['kernel'][:44]:<44} {raw['arg'][:8]:<8} "
+            f"{m.node[:22]:<22} {_relative(m.own):>9} {_relative(m.accumulated):>9}  {mark}"
+        )
     for why, n in reasons.most_common():
         lines.append(f"  not compared ({n}): {why}")
     return "\n".join(lines) + "\n"
 
 
 def _explain(m: Match) -> list[str]:
-    region = (f"{m.region} nodes evaluated back to the values the dump holds"
-              if not m.from_model_inputs else
-              f"{m.region} nodes back to the model inputs: no value before it was saved, so its "
-              "own error is its accumulated one")
+    region = (
+        f"{m.region} nodes evaluated back to the values the dump holds"
+        if not m.from_model_inputs
+        else f"{m.region} nodes back to the model inputs: no value before it was saved, so its "
+        "own error is its accumulated one"
+    )
     out = []
-    for what, v in ((f"its own error (on the compiled run's inputs; {region})", m.own),
-                    ("accumulated from the model inputs", m.accumulated)):
+    for what, v in (
+        (f"its own error (on the compiled run's inputs; {region})", m.own),
+        ("accumulated from the model inputs", m.accumulated),
+    ):
         if v.value.problem:
             out.append(f"  {what}: {v.value.problem}")
             continue
-        out.append(f"  {what}: RMSE {v.value.rms:.3g} (bar {v.bar_rms:.3g}, benchmark "
-                   f"{v.benchmark.rms:.3g}); largest {v.value.max:.3g} (bar {v.bar_max:.3g}, "
-                   f"benchmark {v.benchmark.max:.3g})"
-                   + (f"; {v.value.bad} non-finite where the truth is finite" if v.value.bad else ""))
+        out.append(
+            f"  {what}: RMSE {v.value.rms:.3g} (bar {v.bar_rms:.3g}, benchmark "
+            f"{v.benchmark.rms:.3g}); largest {v.value.max:.3g} (bar {v.bar_max:.3g}, "
+            f"benchmark {v.benchmark.max:.3g})"
+            + (f"; {v.value.bad} non-finite where the truth is finite" if v.value.bad else "")
+        )
     return out

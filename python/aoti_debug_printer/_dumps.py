@@ -63,8 +63,10 @@ class Record:
     def written(self) -> bool:
         """A value its kernel wrote: an after-launch snapshot of an argument
         the kernel stored or changed."""
-        return self.raw["phase"] == "after_launch" and self.raw.get("role") in ("write",
-                                                                               "read_write")
+        return self.raw["phase"] == "after_launch" and self.raw.get("role") in (
+            "write",
+            "read_write",
+        )
 
     @property
     def label(self) -> str:
@@ -93,8 +95,10 @@ class Record:
         except FileNotFoundError:
             raise ValueError(f"{self.path}: the snapshot the manifest names is missing") from None
         except Exception as e:  # noqa: BLE001 - truncated, foreign or garbage: name the file
-            raise ValueError(f"{self.path}: not a snapshot aoti-debug-printer wrote, or a "
-                             f"truncated one ({first_line(e)})") from None
+            raise ValueError(
+                f"{self.path}: not a snapshot aoti-debug-printer wrote, or a "
+                f"truncated one ({first_line(e)})"
+            ) from None
         if not isinstance(value, torch.Tensor):
             raise ValueError(f"{self.path}: holds a {type(value).__name__}, not a tensor")
         return value
@@ -144,8 +148,10 @@ def load_dump(source: str | Path) -> Dump:
     other line separator."""
     source = Path(source)
     if source.is_file() and not _looks_like_text(source):
-        raise ValueError(f"{source} is not a dump: give a level-1 dump directory or a JSON-lines "
-                         "records file (AOTI_DEBUG_PRINTER_FORMAT=jsonl)")
+        raise ValueError(
+            f"{source} is not a dump: give a level-1 dump directory or a JSON-lines "
+            "records file (AOTI_DEBUG_PRINTER_FORMAT=jsonl)"
+        )
     if source.is_dir():
         manifest = source / "manifest.jsonl"
         if not manifest.exists():
@@ -171,8 +177,10 @@ def load_dump(source: str | Path) -> Dump:
             raw = _record(raw_line, where, strict)
         except ValueError:
             if torn_tail and n == len(lines):
-                dump.skipped.append(f"{where}: a torn last line (the run was killed or the disk "
-                                    "filled while writing it), skipped")
+                dump.skipped.append(
+                    f"{where}: a torn last line (the run was killed or the disk "
+                    "filled while writing it), skipped"
+                )
                 log.warning("%s", dump.skipped[-1])
                 break
             raise
@@ -206,7 +214,8 @@ def load_dump(source: str | Path) -> Dump:
             dump.skipped.append(
                 f"{source}: {len(orphans)} snapshot(s) no manifest line lists (a run killed "
                 f"between saving and listing them), not read: {', '.join(orphans[:3])}"
-                + (", ..." if len(orphans) > 3 else ""))
+                + (", ..." if len(orphans) > 3 else "")
+            )
             log.warning("%s", dump.skipped[-1])
     return dump
 
@@ -234,8 +243,13 @@ def _record(line: bytes, where: str, strict: bool) -> dict[str, Any] | None:
 def _is_plain_file_name(name) -> bool:
     """A file directly in the dump directory: no separator, no "..", nothing
     absolute."""
-    return (isinstance(name, str) and name not in ("", ".", "..") and "/" not in name
-            and "\\" not in name and "\0" not in name)
+    return (
+        isinstance(name, str)
+        and name not in ("", ".", "..")
+        and "/" not in name
+        and "\\" not in name
+        and "\0" not in name
+    )
 
 
 def _looks_like_text(path: Path) -> bool:

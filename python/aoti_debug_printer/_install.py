@@ -61,7 +61,9 @@ def supported_torch() -> str:
         requires = importlib.metadata.requires("aoti-debug-printer") or []
     except importlib.metadata.PackageNotFoundError:  # run from a source tree
         return "torch (see pyproject.toml)"
-    return next((r for r in requires if re.match(r"torch\b(?![-_.])", r)), "torch (see pyproject.toml)")
+    return next(
+        (r for r in requires if re.match(r"torch\b(?![-_.])", r)), "torch (see pyproject.toml)"
+    )
 
 
 def _printing_requested() -> bool:
@@ -100,9 +102,16 @@ def _patch(module: ModuleType) -> None:
         _note_lines_in(module)
 
 
-def _wrap_method(module: ModuleType, class_name: str, attr: str, make, lost: str,
-                 params: tuple[str, ...] = (), inherited: bool = False,
-                 optional: bool = False) -> None:
+def _wrap_method(
+    module: ModuleType,
+    class_name: str,
+    attr: str,
+    make,
+    lost: str,
+    params: tuple[str, ...] = (),
+    inherited: bool = False,
+    optional: bool = False,
+) -> None:
     """Replaces `class_name.attr` in `module` with make(original), once, and
     remembers the original for uninstall(). `params`: the parameters after
     self that the replacement relies on, by name and in order. Where this
@@ -116,16 +125,27 @@ def _wrap_method(module: ModuleType, class_name: str, attr: str, make, lost: str
         original = getattr(cls, attr, None) if inherited else cls.__dict__.get(attr)
     if original is None:
         if not optional:
-            log.warning("aoti-debug-printer: torch %s has no %s.%s; %s", _torch_version(),
-                        class_name, attr, lost)
+            log.warning(
+                "aoti-debug-printer: torch %s has no %s.%s; %s",
+                _torch_version(),
+                class_name,
+                attr,
+                lost,
+            )
         return
     if getattr(original, "_aoti_debug_printer", False):
         return
     found = _leading_parameters(original, len(params))
     if params and found != list(params):
-        log.warning("aoti-debug-printer: torch %s changed %s.%s (expected (%s), found (%s)); %s",
-                    _torch_version(), class_name, attr, ", ".join(params),
-                    ", ".join(found or ["?"]), lost)
+        log.warning(
+            "aoti-debug-printer: torch %s changed %s.%s (expected (%s), found (%s)); %s",
+            _torch_version(),
+            class_name,
+            attr,
+            ", ".join(params),
+            ", ".join(found or ["?"]),
+            lost,
+        )
         return
     replacement = make(original)
     replacement._aoti_debug_printer = True
@@ -139,7 +159,7 @@ def _leading_parameters(function, count: int) -> list[str]:
         names = list(inspect.signature(function).parameters)
     except (TypeError, ValueError):  # a builtin: no signature to read
         return []
-    return names[1:1 + count]
+    return names[1 : 1 + count]
 
 
 def _note_lines_in(module: ModuleType) -> None:
@@ -156,9 +176,14 @@ def _note_lines_in(module: ModuleType) -> None:
 
         return writeline
 
-    _wrap_method(module, "PythonWrapperCodegen", "writeline", make,
-                 "kernels get no provenance (diverge and compare find no node to match)",
-                 params=("line",))
+    _wrap_method(
+        module,
+        "PythonWrapperCodegen",
+        "writeline",
+        make,
+        "kernels get no provenance (diverge and compare find no node to match)",
+        params=("line",),
+    )
 
 
 def _note_kernel_nodes_in(module: ModuleType, class_name: str) -> None:
@@ -177,9 +202,15 @@ def _note_kernel_nodes_in(module: ModuleType, class_name: str) -> None:
         return codegen_comment
 
     # Backends that inherit it are covered by the base class's.
-    _wrap_method(module, class_name, "codegen_comment", make,
-                 "kernels get no provenance (diverge and compare find no node to match)",
-                 params=("node_schedule", "kernel_name"), optional=class_name != "BaseScheduling")
+    _wrap_method(
+        module,
+        class_name,
+        "codegen_comment",
+        make,
+        "kernels get no provenance (diverge and compare find no node to match)",
+        params=("node_schedule", "kernel_name"),
+        optional=class_name != "BaseScheduling",
+    )
 
 
 def _record_fallback_calls_in(module: ModuleType) -> None:
@@ -189,8 +220,9 @@ def _record_fallback_calls_in(module: ModuleType) -> None:
     Give those calls records like every other kernel's."""
 
     def make_aot(original):
-        def generate_fallback_kernel_with_runtime_lookup_aot(self, op_overload, raw_args,
-                                                             output_args, *args, **kwargs):
+        def generate_fallback_kernel_with_runtime_lookup_aot(
+            self, op_overload, raw_args, output_args, *args, **kwargs
+        ):
             from ._codegen import fallback_call_records
 
             with fallback_call_records(self, op_overload, raw_args, output_args):
@@ -203,12 +235,21 @@ def _record_fallback_calls_in(module: ModuleType) -> None:
     # torch), each given the call's output names but not its IR arguments:
     # the method that picks one keeps those for it.
     def make_lookup(original):
-        def generate_fallback_kernel_with_runtime_lookup(self, buf_name, python_kernel_name, get_args,
-                                                         op_overload, raw_args, *args, **kwargs):
+        def generate_fallback_kernel_with_runtime_lookup(
+            self, buf_name, python_kernel_name, get_args, op_overload, raw_args, *args, **kwargs
+        ):
             self._aoti_debug_printer_call = (op_overload, raw_args)
             try:
-                return original(self, buf_name, python_kernel_name, get_args, op_overload, raw_args,
-                                *args, **kwargs)
+                return original(
+                    self,
+                    buf_name,
+                    python_kernel_name,
+                    get_args,
+                    op_overload,
+                    raw_args,
+                    *args,
+                    **kwargs,
+                )
             finally:
                 self._aoti_debug_printer_call = None
 
@@ -222,7 +263,9 @@ def _record_fallback_calls_in(module: ModuleType) -> None:
                 call = getattr(self, "_aoti_debug_printer_call", None)
                 if call is None:
                     return original(self, *args, **kwargs)
-                output_args = kwargs["output_args"] if "output_args" in kwargs else args[output_args_at]
+                output_args = (
+                    kwargs["output_args"] if "output_args" in kwargs else args[output_args_at]
+                )
                 with fallback_call_records(self, *call, output_args):
                     return original(self, *args, **kwargs)
 
@@ -230,20 +273,49 @@ def _record_fallback_calls_in(module: ModuleType) -> None:
 
         return make
 
-    _wrap_method(module, "CppWrapperCpu", "generate_fallback_kernel_with_runtime_lookup_aot", make_aot,
-                 "ops called through the proxy executor get no records",
-                 params=("op_overload", "raw_args", "output_args"))
+    _wrap_method(
+        module,
+        "CppWrapperCpu",
+        "generate_fallback_kernel_with_runtime_lookup_aot",
+        make_aot,
+        "ops called through the proxy executor get no records",
+        params=("op_overload", "raw_args", "output_args"),
+    )
     lost = "ops the JIT cpp_wrapper calls without a C shim get no records"
-    _wrap_method(module, "CppWrapperCpu", "generate_fallback_kernel_with_runtime_lookup", make_lookup,
-                 lost, params=("buf_name", "python_kernel_name", "get_args", "op_overload", "raw_args"))
-    _wrap_method(module, "CppWrapperCpu", "generate_fallback_kernel_with_runtime_lookup_nopython",
-                 make_jit(2), lost, params=("get_args", "op_overload", "output_args"))
+    _wrap_method(
+        module,
+        "CppWrapperCpu",
+        "generate_fallback_kernel_with_runtime_lookup",
+        make_lookup,
+        lost,
+        params=("buf_name", "python_kernel_name", "get_args", "op_overload", "raw_args"),
+    )
+    _wrap_method(
+        module,
+        "CppWrapperCpu",
+        "generate_fallback_kernel_with_runtime_lookup_nopython",
+        make_jit(2),
+        lost,
+        params=("get_args", "op_overload", "output_args"),
+    )
     # torch 2.13 and later
-    _wrap_method(module, "CppWrapperCpu", "generate_fallback_kernel_with_runtime_lookup_boxed",
-                 make_jit(2), lost, params=("op_overload", "raw_args", "output_args"), optional=True)
-    _wrap_method(module, "CppWrapperCpu", "generate_fallback_kernel_with_runtime_lookup_python",
-                 make_jit(4), lost,
-                 params=("buf_name", "python_kernel_name", "op_overload", "raw_args", "output_args"))
+    _wrap_method(
+        module,
+        "CppWrapperCpu",
+        "generate_fallback_kernel_with_runtime_lookup_boxed",
+        make_jit(2),
+        lost,
+        params=("op_overload", "raw_args", "output_args"),
+        optional=True,
+    )
+    _wrap_method(
+        module,
+        "CppWrapperCpu",
+        "generate_fallback_kernel_with_runtime_lookup_python",
+        make_jit(4),
+        lost,
+        params=("buf_name", "python_kernel_name", "op_overload", "raw_args", "output_args"),
+    )
 
 
 def _record_python_fallback_calls_in(module: ModuleType) -> None:
@@ -261,9 +333,14 @@ def _record_python_fallback_calls_in(module: ModuleType) -> None:
 
         return _generate_extern_kernel_alloc_helper
 
-    _wrap_method(module, "PythonWrapperCodegen", "_generate_extern_kernel_alloc_helper", make,
-                 "calls of custom ops and ATen fallbacks in the JIT Python wrapper get no records",
-                 params=("extern_kernel", "args"))
+    _wrap_method(
+        module,
+        "PythonWrapperCodegen",
+        "_generate_extern_kernel_alloc_helper",
+        make,
+        "calls of custom ops and ATen fallbacks in the JIT Python wrapper get no records",
+        params=("extern_kernel", "args"),
+    )
 
 
 def _wrap_python_cpu_kernel_calls(module: ModuleType) -> None:
@@ -284,9 +361,15 @@ def _wrap_python_cpu_kernel_calls(module: ModuleType) -> None:
 
         return generate_kernel_call_helper
 
-    _wrap_method(module, "PythonWrapperCodegen", "_generate_kernel_call_helper", make,
-                 "C++ kernels in the JIT Python wrapper get no records",
-                 params=("kernel_name", "call_args", "device", "triton"), inherited=True)
+    _wrap_method(
+        module,
+        "PythonWrapperCodegen",
+        "_generate_kernel_call_helper",
+        make,
+        "C++ kernels in the JIT Python wrapper get no records",
+        params=("kernel_name", "call_args", "device", "triton"),
+        inherited=True,
+    )
 
 
 class _PatchingLoader(importlib.abc.Loader):
@@ -370,9 +453,14 @@ def _tag_cache_keys_in(module: ModuleType) -> None:
 
         return __init__
 
-    _wrap_method(module, "FxGraphHashDetails", "__init__", make,
-                 "a compile at levels 1 to 3 may be served code cached by another version of "
-                 "aoti-debug-printer (or by stock PyTorch): clear Inductor's cache after an upgrade")
+    _wrap_method(
+        module,
+        "FxGraphHashDetails",
+        "__init__",
+        make,
+        "a compile at levels 1 to 3 may be served code cached by another version of "
+        "aoti-debug-printer (or by stock PyTorch): clear Inductor's cache after an upgrade",
+    )
 
 
 def install() -> None:

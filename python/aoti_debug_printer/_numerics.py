@@ -34,9 +34,9 @@ K_MAX = 10.0
 # happens to round exactly (a copy, a ReLU, a fused multiply-add).
 FLOOR = {
     "float64": 1e-12,
-    "float32": 1e-6,      # 8 ulp (eps 1.19e-7)
-    "float16": 2e-3,      # 2 ulp (eps 9.8e-4)
-    "bfloat16": 1.6e-2,   # 2 ulp (eps 7.8e-3)
+    "float32": 1e-6,  # 8 ulp (eps 1.19e-7)
+    "float16": 2e-3,  # 2 ulp (eps 9.8e-4)
+    "bfloat16": 1.6e-2,  # 2 ulp (eps 7.8e-3)
     "complex64": 2e-6,
     "complex128": 1e-12,
 }
@@ -95,7 +95,9 @@ def error_of(value, reference) -> Error:
 
     if value.numel() != reference.numel():
         return Error(problem=f"{list(value.shape)} vs {list(reference.shape)}")
-    wide = torch.complex128 if value.dtype.is_complex or reference.dtype.is_complex else torch.float64
+    wide = (
+        torch.complex128 if value.dtype.is_complex or reference.dtype.is_complex else torch.float64
+    )
     x = value.detach().to("cpu", wide).reshape(-1)
     y = reference.detach().to("cpu", wide).reshape(-1)
     fx, fy = torch.isfinite(x), torch.isfinite(y)
@@ -148,8 +150,16 @@ class Verdict:
         measures."""
         if self.value.problem or self.value.bad > self.benchmark.bad:
             return math.inf
-        r = self.value.rms / self.bar_rms if self.bar_rms > 0 else (math.inf if self.value.rms else 0)
-        m = self.value.max / self.bar_max if self.bar_max > 0 else (math.inf if self.value.max else 0)
+        r = (
+            self.value.rms / self.bar_rms
+            if self.bar_rms > 0
+            else (math.inf if self.value.rms else 0)
+        )
+        m = (
+            self.value.max / self.bar_max
+            if self.bar_max > 0
+            else (math.inf if self.value.max else 0)
+        )
         return max(r, m)
 
 
@@ -167,9 +177,14 @@ def judge(value, benchmark, truth, terms: tuple[float, float] | None = None) -> 
     if terms is not None:
         rms, top = max(rms, terms[0]), max(top, terms[1])
     f = floor(dtype)
-    return Verdict(dtype, err_value, err_bench,
-                   k_rms(dtype) * err_bench.rms + f * rms + _TINY,
-                   K_MAX * err_bench.max + f * top + _TINY, exact)
+    return Verdict(
+        dtype,
+        err_value,
+        err_bench,
+        k_rms(dtype) * err_bench.rms + f * rms + _TINY,
+        K_MAX * err_bench.max + f * top + _TINY,
+        exact,
+    )
 
 
 # Below this, a difference is nothing (denormal noise of an all-zero value).
@@ -190,11 +205,17 @@ class Difference:
 def difference(a, b) -> Difference:
     e = error_of(b, a)
     rms, top = scale_of(a)
-    return Difference(e.rms / rms if rms else (math.inf if e.rms else 0.0),
-                      e.max / top if top else (math.inf if e.max else 0.0), e.bad, e.max)
+    return Difference(
+        e.rms / rms if rms else (math.inf if e.rms else 0.0),
+        e.max / top if top else (math.inf if e.max else 0.0),
+        e.bad,
+        e.max,
+    )
 
 
-def cross_floor(dtype: str, kernels: tuple[str, ...], envs: tuple[Environment | None, ...]) -> float:
+def cross_floor(
+    dtype: str, kernels: tuple[str, ...], envs: tuple[Environment | None, ...]
+) -> float:
     """The relative difference two correct runs may show in a value of
     `dtype` written by `kernels`, in the environments they ran in: TF32's
     where a GPU run allowed it for what these kernels do (matmuls, or
@@ -218,8 +239,8 @@ class Environment:
     its benchmark."""
 
     torch: str = ""
-    device: str = ""            # "cpu", or the GPU's name
-    capability: str = ""        # "9.0"
+    device: str = ""  # "cpu", or the GPU's name
+    capability: str = ""  # "9.0"
     tf32_matmul: bool | None = None
     tf32_cudnn: bool | None = None
     matmul_precision: str = ""  # "highest", "high", "medium"
@@ -246,17 +267,22 @@ class Environment:
         import torch
 
         matmul = torch.backends.cuda.matmul
-        env = cls(torch=torch.__version__, device="cpu",
-                  tf32_matmul=bool(matmul.allow_tf32), tf32_cudnn=bool(torch.backends.cudnn.allow_tf32),
-                  matmul_precision=torch.get_float32_matmul_precision(),
-                  bf16_reduction=bool(matmul.allow_bf16_reduced_precision_reduction),
-                  fp16_reduction=bool(matmul.allow_fp16_reduced_precision_reduction),
-                  deterministic=torch.are_deterministic_algorithms_enabled())
+        env = cls(
+            torch=torch.__version__,
+            device="cpu",
+            tf32_matmul=bool(matmul.allow_tf32),
+            tf32_cudnn=bool(torch.backends.cudnn.allow_tf32),
+            matmul_precision=torch.get_float32_matmul_precision(),
+            bf16_reduction=bool(matmul.allow_bf16_reduced_precision_reduction),
+            fp16_reduction=bool(matmul.allow_fp16_reduced_precision_reduction),
+            deterministic=torch.are_deterministic_algorithms_enabled(),
+        )
         if str(device).startswith("cuda") and torch.cuda.is_available():
             index = torch.device(device).index
             index = torch.cuda.current_device() if index is None else index
             env.device = torch.cuda.get_device_name(index)
-            env.capability = "%d.%d" % torch.cuda.get_device_capability(index)
+            major, minor = torch.cuda.get_device_capability(index)
+            env.capability = f"{major}.{minor}"
         return env
 
     @contextlib.contextmanager
@@ -266,9 +292,13 @@ class Environment:
         import torch
 
         matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
-        saved = (matmul.allow_tf32, cudnn.allow_tf32, torch.get_float32_matmul_precision(),
-                 matmul.allow_bf16_reduced_precision_reduction,
-                 matmul.allow_fp16_reduced_precision_reduction)
+        saved = (
+            matmul.allow_tf32,
+            cudnn.allow_tf32,
+            torch.get_float32_matmul_precision(),
+            matmul.allow_bf16_reduced_precision_reduction,
+            matmul.allow_fp16_reduced_precision_reduction,
+        )
         try:
             # The precision first: setting it also sets allow_tf32, which the
             # recorded flag then overrides where it was recorded.
@@ -291,8 +321,13 @@ class Environment:
 
     def rows(self) -> list[tuple[str, str]]:
         """(setting, value) for printing, "-" where not recorded."""
-        return [(f.name, "-" if v is None or v == "" else str(v).lower() if isinstance(v, bool)
-                 else str(v)) for f, v in ((f, getattr(self, f.name)) for f in fields(self))]
+        return [
+            (
+                f.name,
+                "-" if v is None or v == "" else str(v).lower() if isinstance(v, bool) else str(v),
+            )
+            for f, v in ((f, getattr(self, f.name)) for f in fields(self))
+        ]
 
 
 def format_environments(named: list[tuple[str, Environment | None]]) -> list[str]:
@@ -302,8 +337,10 @@ def format_environments(named: list[tuple[str, Environment | None]]) -> list[str
     keys = [f.name for f in fields(Environment)]
     width = max(12, *(len(n) for n, _ in named))
     lines = [f"  {'':<18}" + "".join(f"{name:<{width + 2}}" for name, _ in cols)]
-    for i, key in enumerate(keys):
-        values = [dict(rows).get(key, "not recorded") if rows else "not recorded" for _, rows in cols]
+    for key in keys:
+        values = [
+            dict(rows).get(key, "not recorded") if rows else "not recorded" for _, rows in cols
+        ]
         mark = "!" if len(set(values)) > 1 else " "
         lines.append(f"{mark} {key:<18}" + "".join(f"{v:<{width + 2}}" for v in values))
     return lines

@@ -60,10 +60,17 @@ ROLE_UNKNOWN, ROLE_READ, ROLE_WRITE, ROLE_READ_WRITE = 0, 1, 2, 3
 # Ops whose output holds the same elements, in the same row-major order, as
 # their input: a value that reaches the end of a decomposition only through
 # them is that node's value, reshaped.
-_RESHAPES = frozenset({
-    "aten.view.default", "aten.reshape.default", "aten._unsafe_view.default",
-    "aten.squeeze.dim", "aten.squeeze.dims", "aten.squeeze.default", "aten.unsqueeze.default",
-})
+_RESHAPES = frozenset(
+    {
+        "aten.view.default",
+        "aten.reshape.default",
+        "aten._unsafe_view.default",
+        "aten.squeeze.dim",
+        "aten.squeeze.dims",
+        "aten.squeeze.default",
+        "aten.unsqueeze.default",
+    }
+)
 
 # A formula longer than this is not written: its value is too far from any
 # the program names for a comparison to say which kernel is wrong.
@@ -72,8 +79,9 @@ MAX_FORMULA_STEPS = 64
 # and side-effect free where their schema says so).
 _FORMULA_NAMESPACES = frozenset({"aten", "prims"})
 # Ops whose values are whatever the memory held: no evaluation repeats them.
-_UNDEFINED_VALUES = frozenset({"empty", "empty_like", "empty_strided", "empty_permuted",
-                               "new_empty", "new_empty_strided"})
+_UNDEFINED_VALUES = frozenset(
+    {"empty", "empty_like", "empty_strided", "empty_permuted", "new_empty", "new_empty_strided"}
+)
 
 _pending = threading.local()
 # The attribute a kernel's call line carries: what that kernel writes.
@@ -139,7 +147,7 @@ def _writes_of_nodes(nodes) -> Writes:
             else:
                 defined.add(b)
         ir_node = getattr(node, "node", None)
-        for m in (ir_node.get_mutation_names() if ir_node is not None else ()):
+        for m in ir_node.get_mutation_names() if ir_node is not None else ():
             mutated.add(real.get(m, m))
     return Writes(frozenset(defined), frozenset(mutated))
 
@@ -165,8 +173,11 @@ def _writes_of_line_being_rendered() -> Writes | None:
                 mutated = {n for n in node.get_mutation_names()}
                 # A call with several outputs defines each (MultiOutput), and
                 # allocates them itself, as a call with one output does.
-                outputs = {o.get_name() for o in getattr(node, "outputs", None) or ()
-                           if isinstance(o, ir.MultiOutput)}
+                outputs = {
+                    o.get_name()
+                    for o in getattr(node, "outputs", None) or ()
+                    if isinstance(o, ir.MultiOutput)
+                }
                 defined = frozenset({node.get_name()} | outputs) - mutated
                 fresh = defined if isinstance(node, ir.ExternKernelAlloc) else frozenset()
                 return Writes(defined, frozenset(mutated), fresh)
@@ -207,12 +218,18 @@ class _GraphFacts:
         self.exits: dict[str, list] = {}
         fx_graph = getattr(graph, "graph", None)
         # Inputs and parameters by the name of the buffer that holds them.
-        self.named = {n.name: n for n in getattr(fx_graph, "nodes", ())
-                      if n.op in ("placeholder", "get_attr")}
+        self.named = {
+            n.name: n for n in getattr(fx_graph, "nodes", ()) if n.op in ("placeholder", "get_attr")
+        }
         # The tensors the user passes, by their position (a formula's inputs).
-        self.tensor_inputs = {n: k for k, n in enumerate(
-            n for n in getattr(fx_graph, "nodes", ())
-            if n.op == "placeholder" and _is_tensor(n.meta.get("val")))}
+        self.tensor_inputs = {
+            n: k
+            for k, n in enumerate(
+                n
+                for n in getattr(fx_graph, "nodes", ())
+                if n.op == "placeholder" and _is_tensor(n.meta.get("val"))
+            )
+        }
         for n in getattr(fx_graph, "nodes", ()):
             if n.op != "call_function":
                 continue
@@ -247,9 +264,13 @@ class _GraphFacts:
         except Exception:  # noqa: BLE001 - internals move between torch releases
             fx_node = None
         if fx_node is None:
-            return ("", "no single graph node (a buffer Inductor made, or a view)",
-                    self._variance_sum_formula(buffer) or self._copy_formula(buffer)
-                    or self._before_bias_formula(buffer))
+            return (
+                "",
+                "no single graph node (a buffer Inductor made, or a view)",
+                self._variance_sum_formula(buffer)
+                or self._copy_formula(buffer)
+                or self._before_bias_formula(buffer),
+            )
         node, why = self._holds(fx_node)
         return (node, "", "") if node else ("", why, self.formula_of(fx_node))
 
@@ -263,17 +284,28 @@ class _GraphFacts:
         from torch._inductor import ir
 
         try:
-            var_means = [o for o in buffer.origins
-                         if o.op == "call_function" and o.target is torch.ops.aten.var_mean.correction]
+            var_means = [
+                o
+                for o in buffer.origins
+                if o.op == "call_function" and o.target is torch.ops.aten.var_mean.correction
+            ]
             if len(var_means) != 1:
                 return ""
             var_mean = var_means[0]
             data = buffer.data
-            welford = (isinstance(data, ir.WelfordReduction) and data.output_index == 1
-                       and data.reduction_type == "welford_reduce")
-            two_pass = type(data) is ir.Reduction and data.reduction_type == "sum" and any(
-                self._is_mean_of(self.graph.get_buffer(name), var_mean)
-                for name in buffer.get_read_names())
+            welford = (
+                isinstance(data, ir.WelfordReduction)
+                and data.output_index == 1
+                and data.reduction_type == "welford_reduce"
+            )
+            two_pass = (
+                type(data) is ir.Reduction
+                and data.reduction_type == "sum"
+                and any(
+                    self._is_mean_of(self.graph.get_buffer(name), var_mean)
+                    for name in buffer.get_read_names()
+                )
+            )
             if not (welford or two_pass):
                 return ""
             shape = _static_shape(var_mean.args[0])
@@ -283,9 +315,11 @@ class _GraphFacts:
             n = math.prod(shape[d] for d in dims) - (1 if correction is None else correction)
         except Exception:  # noqa: BLE001 - internals move between torch releases (or _NoFormula)
             return ""
-        return self.formula_of(var_mean, then=[["getitem", [None, 0], {}],
-                                               ["aten.mul.Tensor", [None, n], {}]],
-                               name=f"{self.root(var_mean) or var_mean.name}/variance_sum")
+        return self.formula_of(
+            var_mean,
+            then=[["getitem", [None, 0], {}], ["aten.mul.Tensor", [None, n], {}]],
+            name=f"{self.root(var_mean) or var_mean.name}/variance_sum",
+        )
 
     def _copy_formula(self, buffer) -> str:
         """The formula of a copy of a user input or a parameter in another
@@ -298,23 +332,31 @@ class _GraphFacts:
         try:
             data = buffer.data
             reads = list(buffer.get_read_names())
-            if not (isinstance(buffer, ir.ComputedBuffer) and type(data) is ir.Pointwise
-                    and len(reads) == 1 and reads[0] in self.named):
+            if not (
+                isinstance(buffer, ir.ComputedBuffer)
+                and type(data) is ir.Pointwise
+                and len(reads) == 1
+                and reads[0] in self.named
+            ):
                 return ""
             source_node = self.named[reads[0]]
             source = self.graph.get_buffer(reads[0])
-            if (list(data.ranges) != list(source.get_size())
-                    or data.dtype != source.get_dtype()):
+            if list(data.ranges) != list(source.get_size()) or data.dtype != source.get_dtype():
                 return ""
             # Both loaders, run on one index: the same single load, returned as is.
-            index = [sympy.Symbol(f"copy_index{k}", integer=True, nonnegative=True)
-                     for k in range(len(data.ranges))]
+            index = [
+                sympy.Symbol(f"copy_index{k}", integer=True, nonnegative=True)
+                for k in range(len(data.ranges))
+            ]
             if _loads(data.inner_fn, index) != _loads(source.make_loader(), index):
                 return ""
         except Exception:  # noqa: BLE001 - internals move between torch releases (or _NoFormula)
             return ""
-        name = (f"{source_node.target}/copy" if source_node.op == "get_attr"
-                else f"input {self.tensor_inputs.get(source_node, '?')}/copy")
+        name = (
+            f"{source_node.target}/copy"
+            if source_node.op == "get_attr"
+            else f"input {self.tensor_inputs.get(source_node, '?')}/copy"
+        )
         return self.formula_of(source_node, name=name)
 
     def _before_bias_formula(self, buffer) -> str:
@@ -327,43 +369,70 @@ class _GraphFacts:
         from torch._inductor import ir
 
         try:
-            convs = [o for o in buffer.origins
-                     if o.op == "call_function" and o.target is torch.ops.aten.convolution.default]
+            convs = [
+                o
+                for o in buffer.origins
+                if o.op == "call_function" and o.target is torch.ops.aten.convolution.default
+            ]
             if len(convs) != 1 or not isinstance(buffer, ir.ExternKernel):
                 return ""
             conv = convs[0]
-            if (conv.args[2] is None or "convolution" not in str(buffer.python_kernel_name)
-                    or "bias" not in buffer.kwargs or buffer.kwargs["bias"] is not None
-                    or len(buffer.inputs) != 2):
+            if (
+                conv.args[2] is None
+                or "convolution" not in str(buffer.python_kernel_name)
+                or "bias" not in buffer.kwargs
+                or buffer.kwargs["bias"] is not None
+                or len(buffer.inputs) != 2
+            ):
                 return ""
             shape = _static_shape(conv)
             node, _ = self._holds(conv)
             completes = None
             if node and conv.args[2].op == "get_attr":
                 # Inductor's lowering: add(convolution(x, w, None), view(bias, [C, 1, ...]))
-                completes = {"node": node, "steps": [
-                    ["aten.view.default", [{"param": str(conv.args[2].target)},
-                                           [shape[1]] + [1] * (len(shape) - 2)], {}],
-                    ["aten.add.Tensor", [{"this": True}, {"step": 0}], {}]],
-                    "value": {"step": 1}}
+                completes = {
+                    "node": node,
+                    "steps": [
+                        [
+                            "aten.view.default",
+                            [
+                                {"param": str(conv.args[2].target)},
+                                [shape[1]] + [1] * (len(shape) - 2),
+                            ],
+                            {},
+                        ],
+                        ["aten.add.Tensor", [{"this": True}, {"step": 0}], {}],
+                    ],
+                    "value": {"step": 1},
+                }
         except Exception:  # noqa: BLE001 - internals move between torch releases (or _NoFormula)
             return ""
-        return self.formula_of(conv, args={2: None}, completes=completes,
-                               name=f"{self.root(conv) or conv.name}/before_bias")
+        return self.formula_of(
+            conv,
+            args={2: None},
+            completes=completes,
+            name=f"{self.root(conv) or conv.name}/before_bias",
+        )
 
     @staticmethod
     def _is_mean_of(buffer, var_mean) -> bool:
         origin = buffer.get_origin_node() if buffer is not None else None
-        return (origin is not None and origin.target is operator.getitem
-                and origin.args == (var_mean, 1))
+        return (
+            origin is not None
+            and origin.target is operator.getitem
+            and origin.args == (var_mean, 1)
+        )
 
     def _holds(self, fx_node) -> tuple[str, str]:
         """(node, "") where `fx_node` holds that exported node's value,
         ("", why) otherwise."""
         roots = _root_names(fx_node)
         if len(roots) != 1:
-            return "", ("made from several nodes: " + ", ".join(sorted(roots)) if roots
-                        else f"graph node {fx_node.name} has no exported node")
+            return "", (
+                "made from several nodes: " + ", ".join(sorted(roots))
+                if roots
+                else f"graph node {fx_node.name} has no exported node"
+            )
         root = next(iter(roots))
         exits = self.exits.get(root, [])
         if len(exits) != 1:
@@ -372,8 +441,14 @@ class _GraphFacts:
             return "", f"an intermediate value of node {root} ({fx_node.name})"
         return root, ""
 
-    def formula_of(self, fx_node, then: list | None = None, name: str = "",
-                   args: dict[int, object] | None = None, completes: dict | None = None) -> str:
+    def formula_of(
+        self,
+        fx_node,
+        then: list | None = None,
+        name: str = "",
+        args: dict[int, object] | None = None,
+        completes: dict | None = None,
+    ) -> str:
         """`fx_node`'s formula (see the module's docstring) as JSON text;
         "" where it cannot be written exactly. `then`: steps applied after
         it, each to the value before it (its first argument); `args`:
@@ -391,8 +466,11 @@ class _GraphFacts:
                 if n not in self.tensor_inputs:
                     raise _NoFormula
                 val = n.meta["val"]
-                return {"input": self.tensor_inputs[n], "dtype": dtype_name(val.dtype),
-                        "shape": [d if isinstance(d, int) else None for d in val.shape]}
+                return {
+                    "input": self.tensor_inputs[n],
+                    "dtype": dtype_name(val.dtype),
+                    "shape": [d if isinstance(d, int) else None for d in val.shape],
+                }
             if n.op != "call_function":
                 raise _NoFormula
             if n is not fx_node:
@@ -407,8 +485,11 @@ class _GraphFacts:
             n_args = list(n.args)
             for i, a in (args or {}).items() if n is fx_node else ():
                 n_args[i] = a
-            step = [_op_name(n.target), [_encode(a, visit) for a in n_args],
-                    {k: _encode(v, visit) for k, v in n.kwargs.items()}]
+            step = [
+                _op_name(n.target),
+                [_encode(a, visit) for a in n_args],
+                {k: _encode(v, visit) for k, v in n.kwargs.items()},
+            ]
             index[n] = len(steps)
             steps.append(step)
             return {"step": index[n]}
@@ -479,9 +560,13 @@ def _op_name(target) -> str:
 
     if target is operator.getitem:
         return "getitem"
-    if (isinstance(target, torch._ops.OpOverload) and target.namespace in _FORMULA_NAMESPACES
-            and not target._schema.is_mutable and target._opname not in _UNDEFINED_VALUES
-            and torch.Tag.nondeterministic_seeded not in target.tags):
+    if (
+        isinstance(target, torch._ops.OpOverload)
+        and target.namespace in _FORMULA_NAMESPACES
+        and not target._schema.is_mutable
+        and target._opname not in _UNDEFINED_VALUES
+        and torch.Tag.nondeterministic_seeded not in target.tags
+    ):
         return str(target)
     raise _NoFormula  # another namespace, side effects, random or uninitialised values
 
@@ -499,8 +584,12 @@ def _encode(value, visit):
         return value if math.isfinite(value) else {"float": str(value)}
     if isinstance(value, (list, tuple)):
         return [_encode(v, visit) for v in value]
-    for kind, cls in (("dtype", torch.dtype), ("device", torch.device), ("layout", torch.layout),
-                      ("memory_format", torch.memory_format)):
+    for kind, cls in (
+        ("dtype", torch.dtype),
+        ("device", torch.device),
+        ("layout", torch.layout),
+        ("memory_format", torch.memory_format),
+    ):
         if isinstance(value, cls):
             return {kind: dtype_name(value)}
     raise _NoFormula  # symbolic sizes, and anything else
@@ -525,8 +614,9 @@ class Provenance:
             self._held = {}
         return self._facts
 
-    def kernel_call(self, kernel_name: str, names: list[str],
-                    writes: Writes | None = None) -> tuple[dict, dict]:
+    def kernel_call(
+        self, kernel_name: str, names: list[str], writes: Writes | None = None
+    ) -> tuple[dict, dict]:
         """(before, after): what each argument name holds before and after
         the kernel. Called while the wrapper renders the kernel's call line;
         `writes` when the caller knows them, else the line's. A kernel whose
@@ -539,12 +629,26 @@ class Provenance:
         # Buffers a kernel updates in place of one it reads (in_out_ptr):
         # defined by the kernel, but holding its input's value before launch.
         in_place_of = getattr(getattr(graph, "wrapper_code", None), "reuses", {}) or {}
-        unnamed = ((writes.defined | writes.mutated) - set(names) - writes.fresh
-                   - {in_place_of[n] for n in names if n in in_place_of}
-                   - set(graph.removed_buffers) - set(graph.inplaced_to_remove)) if writes else set()
+        unnamed = (
+            (
+                (writes.defined | writes.mutated)
+                - set(names)
+                - writes.fresh
+                - {in_place_of[n] for n in names if n in in_place_of}
+                - set(graph.removed_buffers)
+                - set(graph.inplaced_to_remove)
+            )
+            if writes
+            else set()
+        )
         self.writes_unseen = writes is None or any(_has_memory(graph, n) for n in unnamed)
         if writes is None:
-            unknown = (ROLE_UNKNOWN, "", f"what {kernel_name} writes is not known to the printer", "")
+            unknown = (
+                ROLE_UNKNOWN,
+                "",
+                f"what {kernel_name} writes is not known to the printer",
+                "",
+            )
             for name in names:
                 before[name] = _read(self._held.get(name), "")
                 after[name] = unknown
@@ -561,8 +665,12 @@ class Provenance:
                 after[name] = self._held[name] = (ROLE_READ_WRITE, *stored[1:])
             elif name in writes.mutated:
                 before[name] = _read(self._held.get(name), "")
-                after[name] = self._held[name] = (ROLE_READ_WRITE, "",
-                                                  f"changed in place by {kernel_name}", "")
+                after[name] = self._held[name] = (
+                    ROLE_READ_WRITE,
+                    "",
+                    f"changed in place by {kernel_name}",
+                    "",
+                )
             elif name in writes.defined and name not in self._held:
                 before[name] = (ROLE_WRITE, "", "output, not yet written", "")
                 after[name] = self._held[name] = self._stored(facts, name, kernel_name)
@@ -575,8 +683,13 @@ class Provenance:
     def _stored(facts: _GraphFacts, name: str, kernel_name: str) -> Held:
         graph = facts.graph
         if name in graph.removed_buffers or name in graph.inplaced_to_remove:
-            return (ROLE_READ, "", f"{kernel_name} never stores it "
-                    "(its value stays inside the kernel; the buffer keeps what it held)", "")
+            return (
+                ROLE_READ,
+                "",
+                f"{kernel_name} never stores it "
+                "(its value stays inside the kernel; the buffer keeps what it held)",
+                "",
+            )
         return (ROLE_WRITE, *facts.value_of(name))
 
 

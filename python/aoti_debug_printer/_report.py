@@ -19,11 +19,22 @@ def _row(i: int, r: Record) -> dict:
     s = r.stats or {}
     raw = r.raw
     return {
-        "index": i, "launch": raw.get("launch", -1), "run": r.run, "rank": raw.get("rank", -1),
-        "phase": raw["phase"], "kernel": raw["kernel"] or "(model input)", "arg": raw["arg"],
-        "call": raw.get("call", -1), "dtype": raw.get("dtype", ""), "shape": raw.get("shape", []),
-        "absmax": s.get("absmax"), "mean": s.get("mean"), "std": s.get("std"),
-        "nan": s.get("nan", 0), "pos_inf": s.get("pos_inf", 0), "neg_inf": s.get("neg_inf", 0),
+        "index": i,
+        "launch": raw.get("launch", -1),
+        "run": r.run,
+        "rank": raw.get("rank", -1),
+        "phase": raw["phase"],
+        "kernel": raw["kernel"] or "(model input)",
+        "arg": raw["arg"],
+        "call": raw.get("call", -1),
+        "dtype": raw.get("dtype", ""),
+        "shape": raw.get("shape", []),
+        "absmax": s.get("absmax"),
+        "mean": s.get("mean"),
+        "std": s.get("std"),
+        "nan": s.get("nan", 0),
+        "pos_inf": s.get("pos_inf", 0),
+        "neg_inf": s.get("neg_inf", 0),
         "file": raw.get("file", ""),
     }
 
@@ -49,25 +60,31 @@ def _plot(rows: list[dict], anomaly: dict | None) -> str:
         return PLOT_H - PAD - (PLOT_H - 2 * PAD) * (v - lo) / span
 
     points = " ".join(f"{x:.1f},{y(v):.1f}" for x, v in zip(xs, logs) if v is not None)
-    parts = [f'<svg id="plot" xmlns="http://www.w3.org/2000/svg" width="{PLOT_W}" height="{PLOT_H}" '
-             f'role="img" aria-label="abs-max per snapshot over launch order">',
-             f'<rect width="{PLOT_W}" height="{PLOT_H}" fill="#fff" stroke="#ccc"/>',
-             f'<text x="{PAD}" y="16" font-size="12">log10(abs-max) per snapshot, in launch order '
-             f'(blue); snapshots with NaN/Inf in red</text>',
-             f'<text x="4" y="{y(hi) + 4:.1f}" font-size="10">{hi:.1f}</text>',
-             f'<text x="4" y="{y(lo) + 4:.1f}" font-size="10">{lo:.1f}</text>',
-             f'<polyline fill="none" stroke="#1f77b4" stroke-width="1.5" points="{points}"/>']
+    parts = [
+        f'<svg id="plot" xmlns="http://www.w3.org/2000/svg" width="{PLOT_W}" height="{PLOT_H}" '
+        f'role="img" aria-label="abs-max per snapshot over launch order">',
+        f'<rect width="{PLOT_W}" height="{PLOT_H}" fill="#fff" stroke="#ccc"/>',
+        f'<text x="{PAD}" y="16" font-size="12">log10(abs-max) per snapshot, in launch order '
+        f"(blue); snapshots with NaN/Inf in red</text>",
+        f'<text x="4" y="{y(hi) + 4:.1f}" font-size="10">{hi:.1f}</text>',
+        f'<text x="4" y="{y(lo) + 4:.1f}" font-size="10">{lo:.1f}</text>',
+        f'<polyline fill="none" stroke="#1f77b4" stroke-width="1.5" points="{points}"/>',
+    ]
     for x, r in zip(xs, rows):
         bad = r["nan"] + r["pos_inf"] + r["neg_inf"]
         if bad:
-            parts.append(f'<rect class="nonfinite" x="{x - 2:.1f}" y="{PAD}" width="4" '
-                         f'height="{PLOT_H - 2 * PAD}" fill="#d62728" opacity="0.5">'
-                         f'<title>{html.escape(r["kernel"])} {html.escape(r["arg"])}: nan={r["nan"]} '
-                         f'+inf={r["pos_inf"]} -inf={r["neg_inf"]}</title></rect>')
+            parts.append(
+                f'<rect class="nonfinite" x="{x - 2:.1f}" y="{PAD}" width="4" '
+                f'height="{PLOT_H - 2 * PAD}" fill="#d62728" opacity="0.5">'
+                f'<title>{html.escape(r["kernel"])} {html.escape(r["arg"])}: nan={r["nan"]} '
+                f'+inf={r["pos_inf"]} -inf={r["neg_inf"]}</title></rect>'
+            )
     if anomaly is not None:
         x = xs[anomaly["index"]]
-        parts.append(f'<line id="first-anomaly-marker" x1="{x:.1f}" x2="{x:.1f}" y1="{PAD - 10}" '
-                     f'y2="{PLOT_H - PAD}" stroke="#d62728" stroke-width="2"/>')
+        parts.append(
+            f'<line id="first-anomaly-marker" x1="{x:.1f}" x2="{x:.1f}" y1="{PAD - 10}" '
+            f'y2="{PLOT_H - PAD}" stroke="#d62728" stroke-width="2"/>'
+        )
     return "\n".join(parts + ["</svg>"])
 
 
@@ -84,8 +101,25 @@ document.querySelectorAll('#table th').forEach((th, col) => th.addEventListener(
 }));
 """
 
-COLUMNS = ("index", "launch", "run", "rank", "phase", "kernel", "arg", "call", "dtype", "shape",
-           "absmax", "mean", "std", "nan", "pos_inf", "neg_inf", "file")
+COLUMNS = (
+    "index",
+    "launch",
+    "run",
+    "rank",
+    "phase",
+    "kernel",
+    "arg",
+    "call",
+    "dtype",
+    "shape",
+    "absmax",
+    "mean",
+    "std",
+    "nan",
+    "pos_inf",
+    "neg_inf",
+    "file",
+)
 
 
 def _cell(key: str, value) -> str:
@@ -108,12 +142,17 @@ def render(source: str | Path, title: str | None = None) -> str:
     if anomaly is None:
         headline = '<p id="first-anomaly" class="ok">No NaN or Inf in any snapshot.</p>'
     else:
-        where = ("a model input" if anomaly["phase"] == "model_input"
-                 else f"kernel <b>{html.escape(anomaly['kernel'])}</b>")
-        headline = (f'<p id="first-anomaly" class="bad">First anomaly: {where}, argument '
-                    f'<b>{html.escape(anomaly["arg"])}</b> (launch {anomaly["launch"]}, run '
-                    f'{anomaly["run"]}): nan={anomaly["nan"]} +inf={anomaly["pos_inf"]} '
-                    f'-inf={anomaly["neg_inf"]}</p>')
+        where = (
+            "a model input"
+            if anomaly["phase"] == "model_input"
+            else f"kernel <b>{html.escape(anomaly['kernel'])}</b>"
+        )
+        headline = (
+            f'<p id="first-anomaly" class="bad">First anomaly: {where}, argument '
+            f'<b>{html.escape(anomaly["arg"])}</b> (launch {anomaly["launch"]}, run '
+            f'{anomaly["run"]}): nan={anomaly["nan"]} +inf={anomaly["pos_inf"]} '
+            f'-inf={anomaly["neg_inf"]}</p>'
+        )
     body = []
     for row in rows:
         cls = ' class="anomaly"' if anomaly is not None and row["index"] == anomaly["index"] else ""

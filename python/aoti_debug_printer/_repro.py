@@ -35,12 +35,11 @@ from typing import Any
 from ._codegen import CALL_COMMENT
 from ._dumps import Dump, Record, load_dump
 
-
 # The checks repro.py knows, by code (its text says them in words).
-FINITE = "finite"        # written arguments gain no NaN/Inf
+FINITE = "finite"  # written arguments gain no NaN/Inf
 UNCHANGED = "unchanged"  # arguments the kernel only reads stay as they were
-CLOSE = "close"          # a written argument is within a bar of the expected value
-NO_ERROR = "no_error"    # the launch raises no error (a CUDA fault)
+CLOSE = "close"  # a written argument is within a bar of the expected value
+NO_ERROR = "no_error"  # the launch raises no error (a CUDA fault)
 IN_BOUNDS = "in_bounds"  # nothing outside the tensor arguments changes
 
 _FINDING_EVENTS = ("trap", "guard", "cuda_error")
@@ -81,8 +80,9 @@ def _run_id(raw: dict) -> tuple:
     return (raw.get("process"), raw.get("pid"), raw.get("rank", -1), raw.get("run", -1))
 
 
-def finding_in(dump: Dump, kernel: str | None = None, launch: int | None = None,
-               call: int | None = None) -> Finding:
+def finding_in(
+    dump: Dump, kernel: str | None = None, launch: int | None = None, call: int | None = None
+) -> Finding:
     """The finding to reproduce: the launch named (by launch index, or a
     kernel and its call index, 0 by default), else the dump's first trap,
     guard or CUDA error record."""
@@ -93,15 +93,29 @@ def finding_in(dump: Dump, kernel: str | None = None, launch: int | None = None,
             raw = r.raw
             if raw["phase"] == "model_input" or r.run != 0:
                 continue
-            if ((launch is None or raw["launch"] == launch)
-                    and (kernel is None or raw["kernel"] == kernel)
-                    and (want_call is None or raw["call"] == want_call)):
+            if (
+                (launch is None or raw["launch"] == launch)
+                and (kernel is None or raw["kernel"] == kernel)
+                and (want_call is None or raw["call"] == want_call)
+            ):
                 what = f"kernel {raw['kernel']} (launch {raw['launch']}), as the user named it"
-                return Finding(raw["kernel"], raw["launch"], raw["call"], what,
-                               [FINITE, UNCHANGED, IN_BOUNDS], run_id=_run_id(raw))
-        named = " ".join(x for x in (kernel and f"kernel {kernel}",
-                                     launch is not None and f"launch {launch}",
-                                     call is not None and f"call {call}") if x)
+                return Finding(
+                    raw["kernel"],
+                    raw["launch"],
+                    raw["call"],
+                    what,
+                    [FINITE, UNCHANGED, IN_BOUNDS],
+                    run_id=_run_id(raw),
+                )
+        named = " ".join(
+            x
+            for x in (
+                kernel and f"kernel {kernel}",
+                launch is not None and f"launch {launch}",
+                call is not None and f"call {call}",
+            )
+            if x
+        )
         raise ReproError(f"{dump.source}: no record of {named} in its first run")
     for ev in dump.events:
         kind = ev.get("event")
@@ -110,10 +124,17 @@ def finding_in(dump: Dump, kernel: str | None = None, launch: int | None = None,
         where = (ev.get("kernel", ""), ev.get("launch", -1), ev.get("call", -1))
         if kind == "trap":
             if not where[0]:
-                raise ReproError(f"{dump.source}: the trap found NaN/Inf in model input "
-                                 f"{ev.get('arg')}: no kernel made it, there is none to repro")
-            return Finding(*where, ev.get("message", "NaN/Inf trap"), [FINITE, IN_BOUNDS],
-                           ev.get("arg", ""), _run_id(ev))
+                raise ReproError(
+                    f"{dump.source}: the trap found NaN/Inf in model input "
+                    f"{ev.get('arg')}: no kernel made it, there is none to repro"
+                )
+            return Finding(
+                *where,
+                ev.get("message", "NaN/Inf trap"),
+                [FINITE, IN_BOUNDS],
+                ev.get("arg", ""),
+                _run_id(ev),
+            )
         if kind == "guard":
             what = "write guard: " + ev.get("message", "")
             if ev.get("kind") == "read_only_argument_changed":
@@ -125,22 +146,36 @@ def finding_in(dump: Dump, kernel: str | None = None, launch: int | None = None,
                 raise ReproError(
                     f"{dump.source}: the guard found {ev.get('arg')} overwritten before its reader "
                     "read it, and did not see which kernel did it: run again with "
-                    "AOTI_DEBUG_PRINTER_GUARD=2, whose record names it")
+                    "AOTI_DEBUG_PRINTER_GUARD=2, whose record names it"
+                )
             kernel, launch = culprit.group(1), int(culprit.group(2))
-            calls = [r.raw["call"] for r in dump.records
-                     if r.raw.get("launch") == launch and r.raw.get("kernel") == kernel
-                     and _run_id(r.raw) == _run_id(ev)]
+            calls = [
+                r.raw["call"]
+                for r in dump.records
+                if r.raw.get("launch") == launch
+                and r.raw.get("kernel") == kernel
+                and _run_id(r.raw) == _run_id(ev)
+            ]
             if not calls:
-                raise ReproError(f"{dump.source}: no record of {kernel} (launch {launch}), which "
-                                 "the guard names: was its run saved at level 1?")
+                raise ReproError(
+                    f"{dump.source}: no record of {kernel} (launch {launch}), which "
+                    "the guard names: was its run saved at level 1?"
+                )
             return Finding(kernel, launch, calls[0], what, [IN_BOUNDS, UNCHANGED], "", _run_id(ev))
-        return Finding(*where, f"CUDA error after kernel {where[0]}: {ev.get('error', '')}",
-                       [NO_ERROR, FINITE, UNCHANGED, IN_BOUNDS], run_id=_run_id(ev))
-    raise ReproError(f"{dump.source} holds no trap, guard or CUDA error record: name the launch "
-                     "(--kernel, --launch)")
+        return Finding(
+            *where,
+            f"CUDA error after kernel {where[0]}: {ev.get('error', '')}",
+            [NO_ERROR, FINITE, UNCHANGED, IN_BOUNDS],
+            run_id=_run_id(ev),
+        )
+    raise ReproError(
+        f"{dump.source} holds no trap, guard or CUDA error record: name the launch "
+        "(--kernel, --launch)"
+    )
 
 
 # -- the package ---------------------------------------------------------------
+
 
 @dataclass
 class _Package:
@@ -156,7 +191,7 @@ class _Package:
                 if at < 0:
                     continue
                 try:
-                    call = json.loads(line[at + len(CALL_COMMENT):])
+                    call = json.loads(line[at + len(CALL_COMMENT) :])
                 except ValueError:
                     continue
                 if isinstance(call, dict) and call.get("kernel") == kernel:
@@ -174,7 +209,7 @@ class _Package:
             params = [p.strip() for p in m.group(1).split(",") if p.strip()]
             # A parameter is "TYPE NAME": the type is all but its last word.
             types = [re.sub(r"\s*\b[A-Za-z_][A-Za-z0-9_]*\Z", "", p) for p in params]
-            return text[m.start():end + 1], types
+            return text[m.start() : end + 1], types
         return None
 
     def triton_kernel(self, kernel: str) -> tuple[str, str] | None:
@@ -186,8 +221,10 @@ class _Package:
         import textwrap
 
         launcher = re.compile(r"void\s+call_" + re.escape(kernel) + r"\s*\(")
-        body = re.compile(r"async_compile\.triton\(\s*['\"]([A-Za-z_][A-Za-z0-9_]*)['\"]\s*,\s*"
-                          r"'''(.*?)'''", re.S)
+        body = re.compile(
+            r"async_compile\.triton\(\s*['\"]([A-Za-z_][A-Za-z0-9_]*)['\"]\s*,\s*" r"'''(.*?)'''",
+            re.S,
+        )
         for text in self.sources:
             at = launcher.search(text)
             m = body.search(text, at.end()) if at else None
@@ -216,29 +253,41 @@ def read_package(path: str | Path) -> _Package:
     if not path.is_file():
         raise FileNotFoundError(f"no such package: {path}")
     if not zipfile.is_zipfile(path):
-        raise ReproError(f"{path} is not an AOTInductor package (.pt2 from "
-                         "aoti_compile_and_package)")
+        raise ReproError(
+            f"{path} is not an AOTInductor package (.pt2 from " "aoti_compile_and_package)"
+        )
     sources = []
     with zipfile.ZipFile(path) as z:
-        names = sorted((n for n in z.namelist() if n.endswith(".cpp") and "/aotinductor/" in n),
-                       key=lambda n: not n.endswith("wrapper.cpp"))
+        names = sorted(
+            (n for n in z.namelist() if n.endswith(".cpp") and "/aotinductor/" in n),
+            key=lambda n: not n.endswith("wrapper.cpp"),
+        )
         for name in names:
             sources.append(z.read(name).decode("utf-8", "replace"))
     if not sources:
         raise ReproError(f"{path} holds no generated C++ (is it an AOTInductor package?)")
     if not any(CALL_COMMENT in s for s in sources):
-        raise ReproError(f"{path} was not compiled by aoti-debug-printer at level 1, 2 or 3: its "
-                         "calls are not described; compile it again at level 1")
+        raise ReproError(
+            f"{path} was not compiled by aoti-debug-printer at level 1, 2 or 3: its "
+            "calls are not described; compile it again at level 1"
+        )
     return _Package(path, sources)
 
 
 # -- the arguments -------------------------------------------------------------
 
-def _records_of_launch(dump: Dump, finding: Finding) -> tuple[list[Record], list[Record], list[dict]]:
+
+def _records_of_launch(
+    dump: Dump, finding: Finding
+) -> tuple[list[Record], list[Record], list[dict]]:
     """The launch's before- and after-launch tensor records, and its scalars."""
+
     def here(raw):
-        return (_run_id(raw) == finding.run_id and raw.get("kernel") == finding.kernel
-                and raw.get("launch") == finding.launch)
+        return (
+            _run_id(raw) == finding.run_id
+            and raw.get("kernel") == finding.kernel
+            and raw.get("launch") == finding.launch
+        )
 
     before = [r for r in dump.records if r.raw["phase"] == "before_launch" and here(r.raw)]
     after = [r for r in dump.records if r.raw["phase"] == "after_launch" and here(r.raw)]
@@ -256,8 +305,11 @@ def _first_by_arg(records: list[Record]) -> dict[str, Record]:
 def _cuda_error_args(dump: Dump, finding: Finding) -> dict[str, dict]:
     """A CUDA error record's arguments (layout, file), for a level-3 dump."""
     for ev in dump.events:
-        if (ev.get("event") == "cuda_error" and ev.get("kernel") == finding.kernel
-                and ev.get("launch") == finding.launch):
+        if (
+            ev.get("event") == "cuda_error"
+            and ev.get("kernel") == finding.kernel
+            and ev.get("launch") == finding.launch
+        ):
             return {a.get("arg"): a for a in ev.get("args") or [] if isinstance(a, dict)}
     return {}
 
@@ -327,9 +379,17 @@ def _scalar_value(event: dict):
 
 # -- writing -------------------------------------------------------------------
 
-def write_repro(dump_source, package_path, out_dir, finding: Finding | None = None,
-                kernel: str | None = None, launch: int | None = None, call: int | None = None,
-                imports: tuple[str, ...] = ()) -> Repro:
+
+def write_repro(
+    dump_source,
+    package_path,
+    out_dir,
+    finding: Finding | None = None,
+    kernel: str | None = None,
+    launch: int | None = None,
+    call: int | None = None,
+    imports: tuple[str, ...] = (),
+) -> Repro:
     """Writes the repro directory of `finding` (else the one `finding_in`
     picks) into `out_dir`, which must not exist or be empty."""
     import torch
@@ -344,12 +404,16 @@ def write_repro(dump_source, package_path, out_dir, finding: Finding | None = No
 
     calls = package.calls_of(finding.kernel)
     if not calls:
-        raise ReproError(f"{package.path} describes no call of {finding.kernel}: an ATen call "
-                         "through the C shim, which repro does not rebuild (its owner is ATen: "
-                         "call the op with the arguments the dump saved)")
+        raise ReproError(
+            f"{package.path} describes no call of {finding.kernel}: an ATen call "
+            "through the C shim, which repro does not rebuild (its owner is ATen: "
+            "call the op with the arguments the dump saved)"
+        )
     if finding.call >= len(calls):
-        raise ReproError(f"{package.path} describes {len(calls)} call(s) of {finding.kernel}, and the "
-                         f"finding is its call {finding.call}: was the dump made by this package?")
+        raise ReproError(
+            f"{package.path} describes {len(calls)} call(s) of {finding.kernel}, and the "
+            f"finding is its call {finding.call}: was the dump made by this package?"
+        )
     call_spec = calls[finding.call]
     before, after, scalars = _records_of_launch(dump, finding)
     saved_before, saved_after = _first_by_arg(before), _first_by_arg(after)
@@ -366,13 +430,20 @@ def write_repro(dump_source, package_path, out_dir, finding: Finding | None = No
         try:
             return {"value": _literal(name)}
         except KeyError:
-            raise ReproError(f"{position} of {finding.kernel} is {name!r}: no record of the dump "
-                             "holds it and it is not a literal (was the dump saved at level 1, "
-                             "or with AOTI_DEBUG_PRINTER_REPLAY=1?)") from None
+            raise ReproError(
+                f"{position} of {finding.kernel} is {name!r}: no record of the dump "
+                "holds it and it is not a literal (was the dump saved at level 1, "
+                "or with AOTI_DEBUG_PRINTER_REPLAY=1?)"
+            ) from None
 
     files: dict[str, str] = {}
-    spec: dict[str, Any] = {"kernel": finding.kernel, "finding": finding.what,
-                            "checks": finding.checks, "arg": finding.arg, "imports": list(imports)}
+    spec: dict[str, Any] = {
+        "kernel": finding.kernel,
+        "finding": finding.what,
+        "checks": finding.checks,
+        "arg": finding.arg,
+        "imports": list(imports),
+    }
     if "op" in call_spec:
         spec["kind"] = "op"
         spec["op"] = call_spec["op"]
@@ -385,8 +456,10 @@ def write_repro(dump_source, package_path, out_dir, finding: Finding | None = No
                     return tensor_or_value(v["buffer"], where)
                 if "dtype" in v:
                     return {"value": getattr(torch, v["dtype"])}
-                raise ReproError(f"{where} of {finding.kernel} is {v}: not rebuilt alone (a view "
-                                 "or an expression)")
+                raise ReproError(
+                    f"{where} of {finding.kernel} is {v}: not rebuilt alone (a view "
+                    "or an expression)"
+                )
             return {"value": v}
 
         args = [decode(v, f"argument {i}") for i, v in enumerate(call_spec.get("args", []))]
@@ -399,15 +472,19 @@ def write_repro(dump_source, package_path, out_dir, finding: Finding | None = No
         if cpp is not None:
             source, types = cpp
             if len(types) != len(args):
-                raise ReproError(f"{finding.kernel} takes {len(types)} parameters and its call "
-                                 f"passes {len(args)}")
+                raise ReproError(
+                    f"{finding.kernel} takes {len(types)} parameters and its call "
+                    f"passes {len(args)}"
+                )
             spec.update(kind="cpp", argtypes=types, source="kernel.cpp")
             files["kernel.cpp"] = "#include <torch/csrc/inductor/cpp_prefix.h>\n" + source + "\n"
         else:
             triton = package.triton_kernel(finding.kernel)
             if triton is None:
-                raise ReproError(f"{package.path} holds no source of {finding.kernel} (neither a C++ "
-                                 "kernel nor a Triton kernel)")
+                raise ReproError(
+                    f"{package.path} holds no source of {finding.kernel} (neither a C++ "
+                    "kernel nor a Triton kernel)"
+                )
             spec.update(kind="triton", source="kernel.py", function=triton[1])
             files["kernel.py"] = triton[0]
     spec["names"] = [n if isinstance(n, str) else "" for n in names]
@@ -445,6 +522,8 @@ def _buffer_names(values) -> list:
 
 
 def format_repro(r: Repro) -> str:
-    return (f"wrote {r.directory}: a one-kernel repro of {r.kernel} ({r.kind}), "
-            f"{r.bytes / 1024:.1f} KiB in {r.seconds:.2f} s\n"
-            f"  run it: python {r.directory / 'repro.py'}   (an edited kernel: --source FILE)\n")
+    return (
+        f"wrote {r.directory}: a one-kernel repro of {r.kernel} ({r.kind}), "
+        f"{r.bytes / 1024:.1f} KiB in {r.seconds:.2f} s\n"
+        f"  run it: python {r.directory / 'repro.py'}   (an edited kernel: --source FILE)\n"
+    )

@@ -50,8 +50,9 @@ def load_kernel(spec: dict, source: Path | None):
         from torch._inductor.codecache import CppPythonBindingsCodeCache
 
         # Inductor's bindings call the function `kernel`, as in its JIT code.
-        text, found = re.subn(r'(extern "C"\s+void\s+)' + re.escape(name) + r"(\s*\()",
-                              r"\1kernel\2", text, count=1)
+        text, found = re.subn(
+            r'(extern "C"\s+void\s+)' + re.escape(name) + r"(\s*\()", r"\1kernel\2", text, count=1
+        )
         if not found:
             sys.exit(f"repro: {path} defines no function {name}")
         return CppPythonBindingsCodeCache.load_pybinding(spec["argtypes"], text)
@@ -121,10 +122,13 @@ def materialise(arg, device_ok: bool, fences: Fences):
         return arg["value"]
     if "layout" in arg:
         layout = arg["layout"]
-        return fences.place(layout["shape"], layout["stride"], layout["dtype"],
-                            _device(layout["device"], device_ok))
+        return fences.place(
+            layout["shape"], layout["stride"], layout["dtype"], _device(layout["device"], device_ok)
+        )
     t = arg["tensor"]
-    return fences.place(list(t.shape), list(t.stride()), t.dtype, _device(arg["device"], device_ok), t)
+    return fences.place(
+        list(t.shape), list(t.stride()), t.dtype, _device(arg["device"], device_ok), t
+    )
 
 
 def _device(name: str, device_ok: bool) -> str:
@@ -180,8 +184,9 @@ def main() -> int:
     after = {n: t for n, t in zip(names, args) if isinstance(t, torch.Tensor) and n}
     if spec["kind"] == "op" and returned is not None:
         outs = list(returned) if isinstance(returned, (tuple, list)) else [returned]
-        after.update({n: t for n, t in zip(spec.get("outputs", []), outs)
-                      if isinstance(t, torch.Tensor)})
+        after.update(
+            {n: t for n, t in zip(spec.get("outputs", []), outs) if isinstance(t, torch.Tensor)}
+        )
 
     failed = False
     if error is not None:
@@ -197,21 +202,26 @@ def main() -> int:
             now = non_finite(t)
             bad = now > had
             failed |= bad
-            print(f"  {'FAIL' if bad else 'ok  '} {n}: {now} NaN/Inf after launch "
-                  f"(expected no new ones; {had} before)")
+            print(
+                f"  {'FAIL' if bad else 'ok  '} {n}: {now} NaN/Inf after launch "
+                f"(expected no new ones; {had} before)"
+            )
     if "unchanged" in spec["checks"]:
         for n, t in after.items():
             if roles.get(n) != "read" or n not in before:
                 continue
             same = torch.equal(t.cpu(), before[n].cpu()) or (
-                bool(torch.equal(t.isnan(), before[n].isnan())) and torch.equal(
-                    t.nan_to_num().cpu(), before[n].nan_to_num().cpu()))
+                bool(torch.equal(t.isnan(), before[n].isnan()))
+                and torch.equal(t.nan_to_num().cpu(), before[n].nan_to_num().cpu())
+            )
             if not same:
                 changed = (t.cpu() != before[n].cpu()).reshape(-1)
                 first = int(changed.nonzero()[0]) if changed.any() else -1
-                print(f"  FAIL {n}: the kernel only reads it, and changed {int(changed.sum())} of "
-                      f"{t.numel()} elements (first at flat index {first}: "
-                      f"{before[n].reshape(-1)[first].item()} -> {t.reshape(-1)[first].item()})")
+                print(
+                    f"  FAIL {n}: the kernel only reads it, and changed {int(changed.sum())} of "
+                    f"{t.numel()} elements (first at flat index {first}: "
+                    f"{before[n].reshape(-1)[first].item()} -> {t.reshape(-1)[first].item()})"
+                )
                 failed = True
             else:
                 print(f"  ok   {n}: unchanged (the kernel only reads it)")
@@ -232,9 +242,12 @@ def main() -> int:
             if n in after:
                 got = after[n].detach().cpu().reshape(value.shape)
                 same = torch.equal(got.nan_to_num(), value.nan_to_num()) and torch.equal(
-                    got.isnan(), value.isnan())
-                print(f"  note {n}: {'the same, bit for bit, as' if same else 'DIFFERS from'} "
-                      "what this launch wrote in the model's run")
+                    got.isnan(), value.isnan()
+                )
+                print(
+                    f"  note {n}: {'the same, bit for bit, as' if same else 'DIFFERS from'} "
+                    "what this launch wrote in the model's run"
+                )
     print("FAILED: the bug reproduces" if failed else "passed")
     return 1 if failed else 0
 
@@ -253,12 +266,16 @@ def check_close(spec: dict, after: dict) -> bool:
     worst = int(diff.reshape(-1).argmax()) if diff.numel() else 0
     largest = float(diff.reshape(-1)[worst]) if diff.numel() else 0.0
     failed = rms > bar["rms"] or largest > bar["max"] or bad > bar.get("bad", 0)
-    print(f"  {'FAIL' if failed else 'ok  '} {name}: RMSE {rms:.3g} (bar {bar['rms']:.3g}), "
-          f"largest error {largest:.3g} (bar {bar['max']:.3g})"
-          + (f", {bad} NaN/Inf where the expected value is finite" if bad else ""))
+    print(
+        f"  {'FAIL' if failed else 'ok  '} {name}: RMSE {rms:.3g} (bar {bar['rms']:.3g}), "
+        f"largest error {largest:.3g} (bar {bar['max']:.3g})"
+        + (f", {bad} NaN/Inf where the expected value is finite" if bad else "")
+    )
     if diff.numel():
-        print(f"       worst element, flat index {worst}: got {got.reshape(-1)[worst].item():.9g}, "
-              f"expected {expected.reshape(-1)[worst].item():.9g}")
+        print(
+            f"       worst element, flat index {worst}: got {got.reshape(-1)[worst].item():.9g}, "
+            f"expected {expected.reshape(-1)[worst].item():.9g}"
+        )
     return failed
 
 

@@ -10,8 +10,9 @@
 namespace {
 
 void fill_rows_(const at::Tensor& out, const at::Tensor& x, int64_t past) {
-  TORCH_CHECK(out.is_cpu() && out.is_contiguous() && out.scalar_type() == at::kFloat && out.dim() == 2,
-              "fill_rows_: out must be a contiguous 2-D float32 CPU tensor");
+  TORCH_CHECK(
+      out.is_cpu() && out.is_contiguous() && out.scalar_type() == at::kFloat && out.dim() == 2,
+      "fill_rows_: out must be a contiguous 2-D float32 CPU tensor");
   const at::Tensor first_row = x[0].to(at::kFloat).contiguous();
   const int64_t cols = out.size(1), rows = out.size(0) + past;
   float* o = out.data_ptr<float>();
@@ -21,14 +22,10 @@ void fill_rows_(const at::Tensor& out, const at::Tensor& x, int64_t past) {
   }
 }
 
-} // namespace
+}  // namespace
 
-TORCH_LIBRARY(adp_cpp, m) {
-  m.def("fill_rows_(Tensor(a!) out, Tensor x, int past) -> ()");
-}
-TORCH_LIBRARY_IMPL(adp_cpp, CPU, m) {
-  m.impl("fill_rows_", &fill_rows_);
-}
+TORCH_LIBRARY(adp_cpp, m) { m.def("fill_rows_(Tensor(a!) out, Tensor x, int past) -> ()"); }
+TORCH_LIBRARY_IMPL(adp_cpp, CPU, m) { m.impl("fill_rows_", &fill_rows_); }
 TORCH_LIBRARY_IMPL(adp_cpp, Meta, m) {
   m.impl("fill_rows_", [](const at::Tensor&, const at::Tensor&, int64_t) {});
 }

@@ -21,7 +21,7 @@ std::vector<char> read_file(const char* path) {
   if (!in) throw std::runtime_error(std::string("cannot read ") + path);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
-} // namespace
+}  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 4) {

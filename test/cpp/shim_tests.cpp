@@ -8,13 +8,13 @@
 #include "shim.h"
 
 #include <ATen/ATen.h>
-#include <torch/csrc/inductor/aoti_torch/utils.h>
 #include <caffe2/serialize/inline_container.h>
+#include <torch/csrc/inductor/aoti_torch/utils.h>
 #include <torch/serialize.h>
 
 #include <dlfcn.h>
-#include <sys/stat.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -91,13 +91,26 @@ std::string field(const std::string& record, const std::string& key) {
   return m[2];
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("every dtype prints its statistics", "[aoti_debug_printer_tensor]") {
-  const std::vector<at::ScalarType> dtypes = {
-      at::kBool, at::kByte, at::kChar, at::kShort, at::kInt, at::kLong, at::kHalf,
-      at::kBFloat16, at::kFloat, at::kDouble, at::kFloat8_e4m3fn, at::kFloat8_e5m2,
-      at::kFloat8_e4m3fnuz, at::kFloat8_e5m2fnuz, at::kUInt16, at::kUInt32, at::kUInt64};
+  const std::vector<at::ScalarType> dtypes = {at::kBool,
+                                              at::kByte,
+                                              at::kChar,
+                                              at::kShort,
+                                              at::kInt,
+                                              at::kLong,
+                                              at::kHalf,
+                                              at::kBFloat16,
+                                              at::kFloat,
+                                              at::kDouble,
+                                              at::kFloat8_e4m3fn,
+                                              at::kFloat8_e5m2,
+                                              at::kFloat8_e4m3fnuz,
+                                              at::kFloat8_e5m2fnuz,
+                                              at::kUInt16,
+                                              at::kUInt32,
+                                              at::kUInt64};
   for (const auto dtype : dtypes) {
     CAPTURE(c10::toString(dtype));
     const at::Tensor t = at::arange(0, 6, at::kDouble).reshape({2, 3}).to(dtype);
@@ -264,7 +277,8 @@ TEST_CASE("saved files round-trip through the pickler", "[aoti_torch_save_tensor
     const at::Tensor back =
         torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end())).toTensor();
     CHECK(back.sizes() == at::IntArrayRef({3, 2}));
-    const at::Tensor expected = at::arange(6, at::kFloat).reshape({2, 3}).to(back.scalar_type()).t();
+    const at::Tensor expected =
+        at::arange(6, at::kFloat).reshape({2, 3}).to(back.scalar_type()).t();
     CHECK(at::equal(back.to(at::kDouble), expected.to(at::kDouble)));
   }
   const std::string manifest = slurp(s.dump / "manifest.jsonl");
@@ -332,7 +346,8 @@ TEST_CASE("names are data: any bytes stay one valid UTF-8 line, and file names s
   CHECK(std::all_of(out.begin(), out.end(), [](char c) { return (c & 0x80) == 0; }));
   CHECK(out.find('\x1b') == std::string::npos);
   CHECK(out.find("\n[aoti-debug-printer] forged") == std::string::npos);
-  CHECK(out.find("\"kernel\": \"k\\\\xff\\\\xfe\\u2028x\\n[aoti-debug-printer] forged\\u001b[31m\"") !=
+  CHECK(out.find(
+            "\"kernel\": \"k\\\\xff\\\\xfe\\u2028x\\n[aoti-debug-printer] forged\\u001b[31m\"") !=
         std::string::npos);
   CHECK(out.find("after_launch k\\xff\\xfe\\u2028x\\n[aoti-debug-printer] forged\\x1b[31m x") !=
         std::string::npos);
@@ -364,7 +379,8 @@ TEST_CASE("a manifest line cut short by a full disk is cut off again",
   tight.rlim_cur = whole.size() + 10;
   auto* previous = std::signal(SIGXFSZ, SIG_IGN);
   REQUIRE(setrlimit(RLIMIT_FSIZE, &tight) == 0);
-  CHECK_THROWS(aoti_debug_printer::append_to_manifest(s.dump.string(), std::string(100, 'x') + "\n"));
+  CHECK_THROWS(
+      aoti_debug_printer::append_to_manifest(s.dump.string(), std::string(100, 'x') + "\n"));
   setrlimit(RLIMIT_FSIZE, &saved);
   std::signal(SIGXFSZ, previous);
   CHECK(slurp(s.dump / "manifest.jsonl") == whole);
@@ -433,7 +449,9 @@ TEST_CASE("records of concurrent threads never interleave", "[aoti_debug_printer
   for (std::string line; std::getline(in, line);) lines.push_back(line);
   REQUIRE(lines.size() == static_cast<size_t>(kThreads * kRecords * 5));
   std::vector<int> last_launch(kThreads, -1);
-  const std::regex head("^\\[aoti-debug-printer\\] before_launch k thread(\\d) \\(run \\d+, launch (\\d+), call (\\d+)\\)$");
+  const std::regex head(
+      "^\\[aoti-debug-printer\\] before_launch k thread(\\d) \\(run \\d+, launch (\\d+), call "
+      "(\\d+)\\)$");
   for (size_t i = 0; i < lines.size(); i += 5) {
     std::smatch m;
     REQUIRE(std::regex_match(lines[i], m, head));
@@ -472,8 +490,9 @@ TEST_CASE("the ABI table and the header's loader find this library",
   CHECK(out.find("k b = false (bool)") != std::string::npos);
 }
 
-TEST_CASE("the header's Run begins and ends a run, and begins only with a table that has no end_run",
-          "[aoti_debug_printer_end_run]") {
+TEST_CASE(
+    "the header's Run begins and ends a run, and begins only with a table that has no end_run",
+    "[aoti_debug_printer_end_run]") {
   const aoti_debug_printer_api* api = aoti_debug_printer_get_api(AOTI_DEBUG_PRINTER_ABI_VERSION);
   REQUIRE(api != nullptr);
   Scratch s;
@@ -496,7 +515,8 @@ TEST_CASE("the header's Run begins and ends a run, and begins only with a table 
     aoti_debug_printer::launch(&v3, AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "k", 0);
     aoti_debug_printer::value(&v3, AOTI_DEBUG_PRINTER_PRINT, 0, "k", "old_library", handle(t));
   }
-  CHECK(std::regex_search(s.output(), std::regex("before_launch k old_library \\(run \\d+, launch 0, call \\d+\\)")));
+  CHECK(std::regex_search(
+      s.output(), std::regex("before_launch k old_library \\(run \\d+, launch 0, call \\d+\\)")));
   // No library at all: nothing happens, nothing throws.
   { aoti_debug_printer::Run run(nullptr); }
 }
@@ -512,8 +532,8 @@ TEST_CASE("a value's formula and its program's Inductor config reach the dump",
     aoti_debug_printer::Run run(api, "0123456789ab");
     aoti_debug_printer::launch(api, AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "k", 0);
     aoti_debug_printer::value(api, AOTI_DEBUG_PRINTER_SAVE, AOTI_DEBUG_PRINTER_AFTER_LAUNCH, "k",
-                              "buf1", handle(t), "", "an intermediate", AOTI_DEBUG_PRINTER_ROLE_WRITE,
-                              formula);
+                              "buf1", handle(t), "", "an intermediate",
+                              AOTI_DEBUG_PRINTER_ROLE_WRITE, formula);
     aoti_debug_printer::value(api, AOTI_DEBUG_PRINTER_SAVE, AOTI_DEBUG_PRINTER_AFTER_LAUNCH, "k",
                               "buf2", handle(t), "n", "", AOTI_DEBUG_PRINTER_ROLE_WRITE);
   }
@@ -558,7 +578,8 @@ TEST_CASE("packages built against ABI 2 still load, and a table without tensor_h
   CHECK(out.find("\"arg\": \"old\"") != std::string::npos);
   CHECK(out.find("\"node\": \"n_old\", \"role\": \"\", \"why\": \"\"") != std::string::npos);
   CHECK(out.find("\"node\": \"n_fallback\", \"role\": \"\", \"why\": \"\"") != std::string::npos);
-  CHECK(out.find("\"node\": \"\", \"role\": \"read\", \"why\": \"fused away\"") != std::string::npos);
+  CHECK(out.find("\"node\": \"\", \"role\": \"read\", \"why\": \"fused away\"") !=
+        std::string::npos);
 }
 
 TEST_CASE("run-time level, kernel filter and ranks", "[aoti_debug_printer_set_option]") {
