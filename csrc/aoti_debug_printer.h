@@ -25,6 +25,9 @@
 // against an older header keep loading.
 #define AOTI_DEBUG_PRINTER_ABI_VERSION 5
 #define AOTI_DEBUG_PRINTER_OLDEST_ABI_VERSION 2
+// The version of the records' JSON: every record carries it as "schema" (the
+// fields are in docs/output.md). Readers refuse a newer one.
+#define AOTI_DEBUG_PRINTER_RECORD_SCHEMA 1
 
 #ifdef __cplusplus
 extern "C" {

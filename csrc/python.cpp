@@ -132,6 +132,8 @@ void upstream_print_tensor_handle(const at::Tensor& t, const std::string& msg) {
 PYBIND11_MODULE(_C, m) {
   m.doc() = "C++ shim of aoti-debug-printer";
   m.attr("ABI_VERSION") = AOTI_DEBUG_PRINTER_ABI_VERSION;
+  m.attr("RECORD_SCHEMA") = AOTI_DEBUG_PRINTER_RECORD_SCHEMA;
+  m.attr("WRITES_UNSEEN") = static_cast<int>(AOTI_DEBUG_PRINTER_WRITES_UNSEEN);
   m.attr("SAVE") = static_cast<int>(AOTI_DEBUG_PRINTER_SAVE);
   m.attr("PRINT") = static_cast<int>(AOTI_DEBUG_PRINTER_PRINT);
   m.attr("WATCH") = static_cast<int>(AOTI_DEBUG_PRINTER_WATCH);

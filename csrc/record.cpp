@@ -1,5 +1,6 @@
 #include "record.h"
 
+#include "aoti_debug_printer.h"
 #include "device.h"
 
 #include <ATen/Context.h>
@@ -170,7 +171,8 @@ std::string format_environment(const Where& where, const std::string& device) {
          ", \"bf16_reduction\": " + json_flag([&] { return ctx.allowBF16ReductionCuBLAS(); }) +
          ", \"fp16_reduction\": " + json_flag([&] { return ctx.allowFP16ReductionCuBLAS(); }) +
          ", \"deterministic\": " + json_flag([&] { return ctx.deterministicAlgorithms(); }) +
-         ", \"inductor_config\": " + json_string(where.inductor_config) + "}\n";
+         ", \"inductor_config\": " + json_string(where.inductor_config) +
+         ", \"schema\": " + std::to_string(AOTI_DEBUG_PRINTER_RECORD_SCHEMA) + "}\n";
 }
 
 std::string json_where(const Where& w) {
@@ -181,7 +183,8 @@ std::string json_where(const Where& w) {
          ", \"role\": " + json_string(w.role) + ", \"why\": " + json_string(w.why) +
          (w.formula.empty() ? "" : ", \"formula\": " + json_string(w.formula)) +
          ", \"pid\": " + std::to_string(static_cast<int64_t>(getpid())) +
-         ", \"process\": " + json_string(process_token());
+         ", \"process\": " + json_string(process_token()) +
+         ", \"schema\": " + std::to_string(AOTI_DEBUG_PRINTER_RECORD_SCHEMA);
 }
 
 at::Tensor to_host(const at::Tensor& t) { return t.device().is_cpu() ? t : t.to(at::kCPU); }

@@ -333,6 +333,7 @@ def test_the_codegen_uses_the_headers_enum_values():
         "ANNOUNCE",
         "SYNC_BY_DEFAULT",
         "UNSELECTED",
+        "WRITES_UNSEEN",
     ):
         assert getattr(_codegen, name) == getattr(_C, name), name
     for name in ("ROLE_UNKNOWN", "ROLE_READ", "ROLE_WRITE", "ROLE_READ_WRITE"):

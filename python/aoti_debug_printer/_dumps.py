@@ -169,12 +169,14 @@ def load_dump(source: str | Path) -> Dump:
     if not torn_tail:
         lines.pop()
     dump = Dump(source)
+    schema = _record_schema()
+    unversioned = 0
     runs: dict[tuple, int] = {}
     per_rank: dict[int, int] = {}
     for n, raw_line in enumerate(lines, 1):
         where = f"{text}:{n}"
         try:
-            raw = _record(raw_line, where, strict)
+            raw = _record(raw_line, where, strict, schema)
         except ValueError:
             if torn_tail and n == len(lines):
                 dump.skipped.append(
@@ -186,6 +188,7 @@ def load_dump(source: str | Path) -> Dump:
             raise
         if raw is None:
             continue
+        unversioned += "schema" not in raw
         if raw.get("event") not in ("tensor", "environment"):
             dump.events.append(raw)
             continue
@@ -205,6 +208,14 @@ def load_dump(source: str | Path) -> Dump:
         if file is not None and not _is_plain_file_name(file):
             raise ValueError(f"{where}: names a file outside the dump ({file!r}); refused")
         dump.records.append(Record(raw, run, base / file if file is not None else None))
+    if unversioned:
+        log.warning(
+            "%s: %d record(s) written before records carried a schema version, read as "
+            "version %d",
+            source,
+            unversioned,
+            schema,
+        )
     if not dump.records and not dump.events:
         raise ValueError(f"{source} holds no record of aoti-debug-printer")
     if strict:
@@ -220,9 +231,16 @@ def load_dump(source: str | Path) -> Dump:
     return dump
 
 
-def _record(line: bytes, where: str, strict: bool) -> dict[str, Any] | None:
+def _record_schema() -> int:
+    """The record schema this package writes and reads (the header's)."""
+    from ._options import shim
+
+    return int(shim().RECORD_SCHEMA)
+
+
+def _record(line: bytes, where: str, strict: bool, schema: int) -> dict[str, Any] | None:
     """One line's record; None for a line a records file may hold besides
-    records; a ValueError for anything else."""
+    records; a ValueError for anything else, a newer schema among it."""
     try:
         text = line.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -235,6 +253,12 @@ def _record(line: bytes, where: str, strict: bool) -> dict[str, Any] | None:
         raise ValueError(f"{where}: not a JSON record ({e})") from None
     if not isinstance(raw, dict) or "event" not in raw:
         raise ValueError(f"{where}: not a record of aoti-debug-printer")
+    version = raw.get("schema", schema)
+    if type(version) is not int or version > schema:
+        raise ValueError(
+            f"{where}: record schema {version!r}, newer than this aoti-debug-printer "
+            f"reads ({schema}): read it with the release that wrote it, or a newer one"
+        )
     if raw.get("event") == "tensor" and not {"phase", "kernel", "arg", "call"} <= raw.keys():
         raise ValueError(f"{where}: a tensor record without phase, kernel, arg or call")
     return raw

@@ -538,7 +538,8 @@ TEST_CASE("a value's formula and its program's Inductor config reach the dump",
                               "buf2", handle(t), "n", "", AOTI_DEBUG_PRINTER_ROLE_WRITE);
   }
   const std::string manifest = slurp(s.dump / "manifest.jsonl");
-  CHECK(manifest.find("\"inductor_config\": \"0123456789ab\"}") != std::string::npos);
+  CHECK(manifest.find("\"inductor_config\": \"0123456789ab\", \"schema\": 1}") !=
+        std::string::npos);
   // The formula as a JSON string; a record without one has no such key.
   CHECK(manifest.find(R"("formula": "{\"name\":\"ln/mean\",\"steps\":[],)") != std::string::npos);
   CHECK(std::count(manifest.begin(), manifest.end(), '\n') == 3);
@@ -550,7 +551,8 @@ TEST_CASE("a value's formula and its program's Inductor config reach the dump",
     aoti_debug_printer::value(api, AOTI_DEBUG_PRINTER_SAVE, AOTI_DEBUG_PRINTER_AFTER_LAUNCH, "k",
                               "buf3", handle(t));
   }
-  CHECK(slurp(s.dump / "manifest.jsonl").find("\"inductor_config\": \"\"}") != std::string::npos);
+  CHECK(slurp(s.dump / "manifest.jsonl").find("\"inductor_config\": \"\", \"schema\": 1}") !=
+        std::string::npos);
 }
 
 TEST_CASE("packages built against ABI 2 still load, and a table without tensor_held is honoured",
