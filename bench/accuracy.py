@@ -182,7 +182,7 @@ def main() -> int:
     parser.add_argument(
         "--cases",
         default="",
-        help="only cases whose 'tool model position kind' " "matches this regular expression",
+        help="only cases whose 'tool model position kind' matches this regular expression",
     )
     args = parser.parse_args()
     index, count = map(int, args.shard.split("/"))

@@ -169,7 +169,7 @@ def test_one_build_tree_two_environments(tmp_path):
         [
             sys.executable,
             "-c",
-            "import torch, aoti_debug_printer as a; " "print(a.stats(torch.arange(4.))['max'])",
+            "import torch, aoti_debug_printer as a; print(a.stats(torch.arange(4.))['max'])",
         ],
         capture_output=True,
         text=True,

@@ -100,7 +100,7 @@ def test_correct_models_raise_no_alarm(name, device, tmp_path, record_property):
     assert len(c.compared) > sum(1 for m in found.matches if m.record.node) // 2
     record_property(
         "compare_matched",
-        f"{len(c.compared)} values, {len(c.only_a)} only in A, " f"{len(c.only_b)} only in B",
+        f"{len(c.compared)} values, {len(c.only_a)} only in A, {len(c.only_b)} only in B",
     )
 
 

@@ -74,6 +74,17 @@ def _repro(args) -> int:
     return 0
 
 
+def add_import_option(parser, what: str) -> None:
+    parser.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help=f"{what}; repeatable",
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="aoti-debug", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -99,16 +110,10 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("diverge", help="first kernel where a compiled model differs from eager")
     p.add_argument(
         "program",
-        help="an exported program (torch.export.save); it is compiled at " "level 1 and run once",
+        help="an exported program (torch.export.save); it is compiled at level 1 and run once",
     )
-    p.add_argument(
-        "--import",
-        dest="imports",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="import MODULE first (it registers custom ops, decompositions or "
-        "lowerings); repeatable",
+    add_import_option(
+        p, "import MODULE first (it registers custom ops, decompositions or lowerings)"
     )
     p.add_argument(
         "--inputs",
@@ -131,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--package",
         metavar="MODEL.pt2",
-        help="with --dump and --repro: the package " "the dump's run loaded",
+        help="with --dump and --repro: the package the dump's run loaded",
     )
     p.set_defaults(run=_diverge)
 
@@ -150,14 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kernel", help="the kernel to reproduce, instead of the dump's first finding")
     p.add_argument("--launch", type=int, help="the launch index to reproduce")
     p.add_argument("--call", type=int, help="with --kernel: which call of it (default 0)")
-    p.add_argument(
-        "--import",
-        dest="imports",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="a module repro.py imports first (it registers the custom op); repeatable",
-    )
+    add_import_option(p, "a module repro.py imports first (it registers the custom op)")
     p.add_argument(
         "-o",
         "--output",

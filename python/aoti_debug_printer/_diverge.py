@@ -492,7 +492,7 @@ def match_dump(
             result.unmatched.append((r, "the node has no tensor value in eager"))
         elif r.path is None:
             result.unmatched.append(
-                (r, "no saved file: its inputs and value were not saved " "(compile at level 1)")
+                (r, "no saved file: its inputs and value were not saved (compile at level 1)")
             )
         else:
             candidates.append(r)
@@ -1081,7 +1081,7 @@ def format_divergence(d: Divergence) -> str:
     else:
         r = drift.record.raw
         lines.append(
-            "no divergence from eager: every kernel's own error is within the " "benchmark's bar"
+            "no divergence from eager: every kernel's own error is within the benchmark's bar"
         )
         lines.append(
             f"note: the error accumulated from the model inputs is beyond it, first at "

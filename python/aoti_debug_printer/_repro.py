@@ -222,7 +222,7 @@ class _Package:
 
         launcher = re.compile(r"void\s+call_" + re.escape(kernel) + r"\s*\(")
         body = re.compile(
-            r"async_compile\.triton\(\s*['\"]([A-Za-z_][A-Za-z0-9_]*)['\"]\s*,\s*" r"'''(.*?)'''",
+            r"async_compile\.triton\(\s*['\"]([A-Za-z_][A-Za-z0-9_]*)['\"]\s*,\s*'''(.*?)'''",
             re.S,
         )
         for text in self.sources:
@@ -254,7 +254,7 @@ def read_package(path: str | Path) -> _Package:
         raise FileNotFoundError(f"no such package: {path}")
     if not zipfile.is_zipfile(path):
         raise ReproError(
-            f"{path} is not an AOTInductor package (.pt2 from " "aoti_compile_and_package)"
+            f"{path} is not an AOTInductor package (.pt2 from aoti_compile_and_package)"
         )
     sources = []
     with zipfile.ZipFile(path) as z:
