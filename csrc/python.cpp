@@ -187,6 +187,10 @@ PYBIND11_MODULE(_C, m) {
   m.def(
       "has_device_stats", [](const at::Tensor& t) { return device::computes_stats_on(t); },
       py::arg("tensor"));
+  m.def("kernel_patterns", &kernel_patterns, py::arg("spec"),
+        "The kernel filter's patterns: \"{a, b*}\" -> [\"a\", \"b*\"].");
+  m.def("kernel_filter_selects", &kernel_filter_selects, py::arg("patterns"), py::arg("kernel"),
+        "Whether the patterns select the kernel (none: every kernel).");
   m.def("set_option", &set_option, py::arg("key"), py::arg("value"));
   m.def("get_option", &get_option, py::arg("key"));
   m.def(

@@ -97,23 +97,6 @@ std::vector<std::pair<int64_t, int64_t>> rank_ranges(const std::string& spec) {
 
 std::atomic<uint64_t> settings_version{0};
 
-// "{a, b*}" or "a,b*" -> ["a", "b*"]; as the compile-time filter.
-std::vector<std::string> kernel_patterns(const std::string& spec) {
-  std::vector<std::string> out;
-  std::string part;
-  for (const char ch : spec + ",") {
-    if (ch == ',') {
-      const size_t b = part.find_first_not_of(" \t{}");
-      const size_t e = part.find_last_not_of(" \t{}");
-      if (b != std::string::npos) out.push_back(part.substr(b, e - b + 1));
-      part.clear();
-    } else {
-      part += ch;
-    }
-  }
-  return out;
-}
-
 std::string on_off(bool b) { return b ? "on" : "off"; }
 
 // The one table of run-time options: key, environment variable, what it
@@ -312,12 +295,33 @@ const Settings& settings_now() {
 
 int runtime_level() { return settings_now().level; }
 
-bool Settings::kernel_selected(const std::string& kernel) const {
-  if (kernel_patterns.empty()) return true;
-  for (const std::string& p : kernel_patterns) {
+// "{a, b*}" or "a,b*" -> ["a", "b*"]: braces and blanks around each part dropped.
+std::vector<std::string> kernel_patterns(const std::string& spec) {
+  std::vector<std::string> out;
+  std::string part;
+  for (const char ch : spec + ",") {
+    if (ch == ',') {
+      const size_t b = part.find_first_not_of(" \t{}");
+      const size_t e = part.find_last_not_of(" \t{}");
+      if (b != std::string::npos) out.push_back(part.substr(b, e - b + 1));
+      part.clear();
+    } else {
+      part += ch;
+    }
+  }
+  return out;
+}
+
+bool kernel_filter_selects(const std::vector<std::string>& patterns, const std::string& kernel) {
+  if (patterns.empty()) return true;
+  for (const std::string& p : patterns) {
     if (fnmatch(p.c_str(), kernel.c_str(), FNM_CASEFOLD) == 0) return true;
   }
   return false;
+}
+
+bool Settings::kernel_selected(const std::string& kernel) const {
+  return kernel_filter_selects(kernel_patterns, kernel);
 }
 
 std::string get_option(const std::string& key) { return find_option(key).show(current_settings()); }

@@ -70,6 +70,14 @@ struct Settings {
   bool kernel_selected(const std::string& kernel) const;
 };
 
+// The kernel filter's grammar, defined here once for the compile-time filter
+// (AOT_INDUCTOR_FILTERED_KERNELS_TO_PRINT, applied by the Python codegen
+// through _C) and the run-time one (AOTI_DEBUG_PRINTER_KERNELS):
+// comma-separated names or glob patterns, braces and blanks around each
+// dropped ("{a, b*}"), matched case-insensitively; none selects every kernel.
+std::vector<std::string> kernel_patterns(const std::string& spec);
+bool kernel_filter_selects(const std::vector<std::string>& patterns, const std::string& kernel);
+
 // The run-time level from settings_now(): the one check every emitted call
 // makes first, so that a model switched off costs next to nothing.
 int runtime_level();

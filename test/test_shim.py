@@ -450,3 +450,38 @@ def test_a_full_disk_keeps_every_whole_record_and_the_next_run_appends_cleanly(t
     assert "No space left on device" in first and first.count("ERROR") <= 2
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["skipped"] == [] and result["records"] == result["loaded"] >= 6
+
+
+# The kernel filter's documented forms: (spec, kernel, selected).
+FILTER_CONFORMANCE = [
+    ("", "cpp_fused_add_0", True),
+    ("cpp_fused_add_0", "cpp_fused_add_0", True),
+    ("cpp_fused_add_0", "cpp_fused_add_1", False),
+    ("CPP_FUSED_ADD_0", "cpp_fused_add_0", True),
+    ("cpp_fused_*", "cpp_fused_relu_3", True),
+    ("cpp_fused_*", "triton_poi_fused_0", False),
+    ("triton_?oi_*", "triton_poi_fused_0", True),
+    ("{cpp_fused_*, aoti_torch_cpu_mm_out}", "aoti_torch_cpu_mm_out", True),
+    ("{cpp_fused_*, aoti_torch_cpu_mm_out}", "cpp_fused_gelu_1", True),
+    ("{cpp_fused_*, aoti_torch_cpu_mm_out}", "aoti_torch_cpu_addmm_out", False),
+    ("a,{b}", "b", True),
+    ("  a ,  b*  ", "bc", True),
+    ("mylib::*", "mylib::scale_rows", True),
+    (",,", "anything", True),
+]
+
+
+@pytest.mark.parametrize(("spec", "kernel", "selected"), FILTER_CONFORMANCE)
+def test_one_kernel_filter_grammar_at_compile_and_at_run_time(spec, kernel, selected, records):
+    from aoti_debug_printer._filter import KernelFilter
+
+    # Compile time: the codegen's filter.
+    assert KernelFilter.parse(spec)(kernel) is selected
+    # Run time: a record of that kernel is written or not.
+    with aoti_debug_printer.options(kernels=spec):
+        _C.begin_run()
+        _C.launch(_C.BEFORE_LAUNCH, kernel, 0)
+        _C.record(_C.PRINT, _C.BEFORE_LAUNCH, kernel, "x", torch.ones(2))
+        _C.launch(_C.AFTER_LAUNCH, kernel, 0)
+        _C.end_run()
+    assert bool([r for r in records() if r["event"] == "tensor"]) is selected

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import fnmatch
 from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
 class KernelFilter:
-    """Exact names (as upstream) and glob patterns, matched case-insensitively.
+    """The compile-time filter, in the grammar the library defines once
+    (csrc/settings.h: names or globs, braces allowed, case-insensitive) and
+    also applies at run time (AOTI_DEBUG_PRINTER_KERNELS).
 
     An empty filter selects every kernel. Unlike upstream, which consults the
     filter only at level 2, the codegen applies it at every level.
@@ -18,14 +19,11 @@ class KernelFilter:
 
     @classmethod
     def parse(cls, spec: str | None) -> KernelFilter:
-        # Upstream's docs write the list as "{name_1, name_2}"; accept that too.
-        if not spec:
-            return cls()
-        spec = spec.strip().strip("{}")
-        return cls(tuple(p.strip().lower() for p in spec.split(",") if p.strip()))
+        from ._options import shim
+
+        return cls(tuple(shim().kernel_patterns(spec))) if spec else cls()
 
     def __call__(self, kernel_name: str) -> bool:
-        if not self.patterns:
-            return True
-        name = kernel_name.lower()
-        return any(name == p or fnmatch.fnmatchcase(name, p) for p in self.patterns)
+        from ._options import shim
+
+        return not self.patterns or shim().kernel_filter_selects(list(self.patterns), kernel_name)
