@@ -241,7 +241,6 @@ class DebugPrinterManager:
                 self.kernel_name, [_label(n) for n in names], self._writes_of_call
             )
             self._writes_unseen = self._provenance.writes_unseen
-        self._write_call_comment()
         self._perform_debug_print_or_save_helper(
             [n for n in names if n not in self._outputs_made_by_call],
             self.kernel_name,
@@ -250,18 +249,14 @@ class DebugPrinterManager:
         )
 
     def _write_call_comment(self) -> None:
-        """The call as the kernel gets it, before its records: a generated
-        kernel's arguments in order (names and literals), or an op's in its
-        schema's order. Only in the C++ wrapper, whose source the package
-        keeps; ATen's C-shim calls have none (`repro` does not rebuild them)."""
+        """The call as the kernel gets it, before the records of a selected
+        kernel: a generated kernel's arguments in order (names and literals),
+        or an op's in its schema's order. Only in the C++ wrapper, whose
+        source the package keeps; ATen's C-shim calls have none (`repro` does
+        not rebuild them)."""
         import json
 
-        if (
-            self.debug_printer_level is IntermediateValueDebuggingLevel.OFF
-            or self._skip_kernel
-            or not self._cpp()
-            or not self.kernel_filter(self.kernel_name)
-        ):
+        if not self._cpp():
             return
         if self._op_call is not None:
             call = {"kernel": self.kernel_name, **self._op_call}
@@ -302,6 +297,8 @@ class DebugPrinterManager:
         self._emit_launch(phase, kernel_name, flags)
         if not selected:
             return
+        if before_launch:
+            self._write_call_comment()
         if level is IntermediateValueDebuggingLevel.SAVE_ONLY:
             self.codegen_intermediate_tensor_value_save(
                 args_to_print_or_save, kernel_name, before_launch, arg_signatures

@@ -984,7 +984,7 @@ def first_divergence_from_eager(
 def _with_repro(result: Divergence, dump, package, repro, imports) -> Divergence:
     """Writes the repro of the first divergence, where asked and found:
     its kernel's launch, checked against the truth by the verdict's bar."""
-    from ._repro import CLOSE, FINITE, IN_BOUNDS, UNCHANGED, Finding, write_repro
+    from ._repro import CLOSE, FINITE, IN_BOUNDS, UNCHANGED, Finding, run_id, write_repro
 
     first = result.first
     if repro is None or first is None:
@@ -999,7 +999,7 @@ def _with_repro(result: Divergence, dump, package, repro, imports) -> Divergence
         f"({_relative(first.own)} times it)",
         checks,
         raw["arg"],
-        (raw.get("process"), raw.get("pid"), raw.get("rank", -1), raw.get("run", -1)),
+        run_id(raw),
         first.expected,
         {"rms": first.own.bar_rms, "max": first.own.bar_max, "bad": first.own.benchmark.bad},
     )

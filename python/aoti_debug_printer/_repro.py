@@ -76,7 +76,8 @@ class Repro:
     seconds: float
 
 
-def _run_id(raw: dict) -> tuple:
+def run_id(raw: dict) -> tuple:
+    """Which run of which process a record belongs to."""
     return (raw.get("process"), raw.get("pid"), raw.get("rank", -1), raw.get("run", -1))
 
 
@@ -105,7 +106,7 @@ def finding_in(
                     raw["call"],
                     what,
                     [FINITE, UNCHANGED, IN_BOUNDS],
-                    run_id=_run_id(raw),
+                    run_id=run_id(raw),
                 )
         named = " ".join(
             x
@@ -133,12 +134,12 @@ def finding_in(
                 ev.get("message", "NaN/Inf trap"),
                 [FINITE, IN_BOUNDS],
                 ev.get("arg", ""),
-                _run_id(ev),
+                run_id(ev),
             )
         if kind == "guard":
             what = "write guard: " + ev.get("message", "")
             if ev.get("kind") == "read_only_argument_changed":
-                return Finding(*where, what, [UNCHANGED, IN_BOUNDS], ev.get("arg", ""), _run_id(ev))
+                return Finding(*where, what, [UNCHANGED, IN_BOUNDS], ev.get("arg", ""), run_id(ev))
             # Overwritten between its writer and its reader: the kernel that
             # did it, where the guard saw it (AOTI_DEBUG_PRINTER_GUARD=2).
             culprit = re.fullmatch(r"(.+) \(launch ([0-9]+)\)", ev.get("culprit") or "")
@@ -154,19 +155,19 @@ def finding_in(
                 for r in dump.records
                 if r.raw.get("launch") == launch
                 and r.raw.get("kernel") == kernel
-                and _run_id(r.raw) == _run_id(ev)
+                and run_id(r.raw) == run_id(ev)
             ]
             if not calls:
                 raise ReproError(
                     f"{dump.source}: no record of {kernel} (launch {launch}), which "
                     "the guard names: was its run saved at level 1?"
                 )
-            return Finding(kernel, launch, calls[0], what, [IN_BOUNDS, UNCHANGED], "", _run_id(ev))
+            return Finding(kernel, launch, calls[0], what, [IN_BOUNDS, UNCHANGED], "", run_id(ev))
         return Finding(
             *where,
             f"CUDA error after kernel {where[0]}: {ev.get('error', '')}",
             [NO_ERROR, FINITE, UNCHANGED, IN_BOUNDS],
-            run_id=_run_id(ev),
+            run_id=run_id(ev),
         )
     raise ReproError(
         f"{dump.source} holds no trap, guard or CUDA error record: name the launch "
@@ -284,7 +285,7 @@ def _records_of_launch(
 
     def here(raw):
         return (
-            _run_id(raw) == finding.run_id
+            run_id(raw) == finding.run_id
             and raw.get("kernel") == finding.kernel
             and raw.get("launch") == finding.launch
         )
@@ -487,7 +488,7 @@ def write_repro(
                 )
             spec.update(kind="triton", source="kernel.py", function=triton[1])
             files["kernel.py"] = triton[0]
-    spec["names"] = [n if isinstance(n, str) else "" for n in names]
+    spec["names"] = names
     # The after-launch role wins: before launch, an argument changed in place
     # is recorded as one the kernel reads.
     spec["roles"] = {n: r.raw.get("role", "") for n, r in {**saved_before, **saved_after}.items()}
