@@ -115,7 +115,8 @@ struct Entry {
 
 // One kernel argument, between its kernel's before and after records.
 struct KernelArg {
-  std::string name, role;
+  std::string name;
+  Role role = Role::Unknown;
   Span span;
   // For arguments the kernel only reads: a copy (what changed, and the
   // "before" file), and the fingerprint its record computed, if any, so
@@ -137,7 +138,7 @@ std::string named(const Where& w) {
   return w.kernel + " (launch " + std::to_string(w.launch) + ")";
 }
 
-bool reads_only(const std::string& role) { return role == "read"; }
+bool reads_only(Role role) { return role == Role::Read; }
 
 // Whether the current kernel writes memory that `span` shares, under
 // another name: then a change there is no evidence of anything.
@@ -201,7 +202,7 @@ std::string save_copy(const Settings& settings, const Where& at, const at::Tenso
 }
 
 std::string report(const Settings& settings, GuardFinding f) {
-  emit(settings, format_guard(f, settings.format == Format::Jsonl));
+  emit(settings.output, format_guard(f, settings.format == Format::Jsonl));
   const std::string repro = note_finding_in_dump(settings.dump_dir, format_guard(f, true));
   if (settings.output != "stderr") report_error("write guard: " + f.message + repro);
   state.entries.clear();  // the run stops here
@@ -237,12 +238,12 @@ void after_launch(const Settings& settings, const Where& launch) {
 
 std::string before_use(const Settings& settings, const Where& w, const at::Tensor& t,
                        std::optional<uint64_t> print) {
-  if (w.phase_id == AOTI_DEBUG_PRINTER_MODEL_INPUT) {
+  if (w.phase == Phase::ModelInput) {
     remember(w, t, "the caller (model input " + w.arg + ")", print);
     return "";
   }
   KernelArg arg{w.arg, w.role, span_of(t), {}, {}};
-  if (w.role == "write") {  // its old contents are the kernel's to overwrite
+  if (w.role == Role::Write) {  // its old contents are the kernel's to overwrite
     state.args.push_back(std::move(arg));
     return "";
   }
@@ -301,9 +302,8 @@ std::string after_use(const Settings& settings, const Where& w, const at::Tensor
   f.first_index = d.first_index;
   f.culprit = named(w);
   f.message = "kernel " + named(w) + " changed " + w.arg + ", an argument it only reads";
-  Where before = w;
-  before.phase = "before_launch";
-  before.phase_id = AOTI_DEBUG_PRINTER_BEFORE_LAUNCH;
+  Where before = w;  // the same argument, as it was before launch
+  before.phase = Phase::BeforeLaunch;
   f.files.emplace_back("before launch", save_copy(settings, before, arg->before));
   f.files.emplace_back("after launch", save_copy(settings, w, t));
   return report(settings, std::move(f));

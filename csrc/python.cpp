@@ -69,11 +69,11 @@ py::dict stats_dict(const at::Tensor& t, const std::string& on, bool fingerprint
 void record(int32_t action, int32_t phase, const std::string& kernel, const std::string& arg,
             py::handle value, const std::string& node, const std::string& why, int32_t role,
             const std::string& formula) {
-  Where w = where_now(phase, kernel, arg);
+  Where w = where_now(static_cast<Phase>(phase), kernel, arg);
   w.node = node;
   w.why = why;
   w.formula = formula;
-  w.role = role_name(role);
+  w.role = static_cast<Role>(role);
   Stop stop;
   if (THPVariable_Check(value.ptr())) {
     const at::Tensor t = THPVariable_Unpack(value.ptr());
@@ -99,7 +99,7 @@ void launch_event(int32_t phase, const std::string& kernel, int32_t flags) {
   std::string failure;
   {
     py::gil_scoped_release no_gil;
-    failure = launch(phase, kernel, flags);
+    failure = launch(static_cast<Phase>(phase), kernel, flags);
   }
   if (!failure.empty()) throw std::runtime_error("aoti-debug-printer: " + failure);
 }

@@ -22,10 +22,11 @@ namespace {
 
 // %.6g for people; JSON gets 17 digits so numbers survive a round trip.
 std::string number(double v, bool json) {
-  if (std::isnan(v)) return json ? "null" : "nan";
-  if (std::isinf(v)) return json ? "null" : (v > 0 ? "inf" : "-inf");
+  if (json) return json_number(v);
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
   char buf[40];
-  std::snprintf(buf, sizeof buf, json ? "%.17g" : "%.6g", v);
+  std::snprintf(buf, sizeof buf, "%.6g", v);
   return buf;
 }
 
@@ -36,13 +37,14 @@ std::string scalar_text(const c10::Scalar& s, bool json) {
   return number(s.toDouble(), json);
 }
 
+// A list as the text format shows it: [1, 2, 3].
 template <typename V>
-std::string list(const std::vector<V>& xs, bool quote = false) {
+std::string list(const std::vector<V>& xs) {
   std::string out = "[";
   for (size_t i = 0; i < xs.size(); ++i) {
     if (i) out += ", ";
     if constexpr (std::is_same_v<V, std::string>) {
-      out += quote ? json_string(xs[i]) : xs[i];
+      out += xs[i];
     } else {
       out += std::to_string(xs[i]);
     }
@@ -89,11 +91,13 @@ void set_contents(TensorRecord& r, const Contents& contents) {
   if (contents.values.defined()) r.values = flat_values(contents.values);
 }
 
-// "[aoti-debug-printer] PHASE KERNEL ARG<detail> (run R, launch L, call C)"
-std::string where_text(const Where& w, const std::string& detail = "") {
+// "[aoti-debug-printer] HEADLINEPHASE KERNEL ARG<detail> (run R, launch L,
+// call C)"; upstream's records show their own message for the phase.
+std::string where_text(const Where& w, const std::string& detail = "", const char* headline = "") {
   std::string head = "[aoti-debug-printer] ";
   if (w.rank >= 0) head += "rank " + std::to_string(w.rank) + " ";
-  head += escaped(w.phase, Escape::Text);
+  head += headline;
+  head += escaped(w.phase == Phase::Upstream ? w.label : phase_name(w.phase), Escape::Text);
   if (!w.kernel.empty()) head += " " + escaped(w.kernel, Escape::Text);
   if (!w.arg.empty()) head += " " + escaped(w.arg, Escape::Text);
   head += detail;
@@ -113,7 +117,25 @@ std::string dtype_name(c10::ScalarType t) {
   return std::string(c10::getDtypeNames(t).first);
 }
 
-std::string json_string(const std::string& s) { return "\"" + escaped(s, Escape::Json) + "\""; }
+std::string phase_name(Phase phase) {
+  switch (phase) {
+    case Phase::BeforeLaunch: return "before_launch";
+    case Phase::AfterLaunch: return "after_launch";
+    case Phase::ModelInput: return "model_input";
+    case Phase::Upstream: return "upstream";
+  }
+  return "phase" + std::to_string(static_cast<int32_t>(phase));
+}
+
+std::string role_name(Role role) {
+  switch (role) {
+    case Role::Read: return "read";
+    case Role::Write: return "write";
+    case Role::ReadWrite: return "read_write";
+    case Role::Unknown: break;
+  }
+  return "";
+}
 
 namespace {
 
@@ -159,32 +181,43 @@ std::string format_environment(const Where& where, const std::string& device) {
     name = f.name.empty() ? device : f.name;
     capability = f.capability;
   }
-  return "{\"event\": \"environment\", \"run\": " + std::to_string(where.run) +
-         ", \"rank\": " + std::to_string(where.rank) +
-         ", \"pid\": " + std::to_string(static_cast<int64_t>(getpid())) +
-         ", \"process\": " + json_string(process_token()) +
-         ", \"torch\": " + json_string(AOTI_DEBUG_PRINTER_TORCH_VERSION) +
-         ", \"device\": " + json_string(name) + ", \"capability\": " + json_string(capability) +
-         ", \"tf32_matmul\": " + json_flag([&] { return ctx.allowTF32CuBLAS(); }) +
-         ", \"tf32_cudnn\": " + json_flag([&] { return ctx.allowTF32CuDNN(); }) +
-         ", \"matmul_precision\": " + json_string(matmul_precision_name()) +
-         ", \"bf16_reduction\": " + json_flag([&] { return ctx.allowBF16ReductionCuBLAS(); }) +
-         ", \"fp16_reduction\": " + json_flag([&] { return ctx.allowFP16ReductionCuBLAS(); }) +
-         ", \"deterministic\": " + json_flag([&] { return ctx.deterministicAlgorithms(); }) +
-         ", \"inductor_config\": " + json_string(where.inductor_config) +
-         ", \"schema\": " + std::to_string(AOTI_DEBUG_PRINTER_RECORD_SCHEMA) + "}\n";
+  return JsonObject()
+      .text("event", "environment")
+      .integer("run", where.run)
+      .integer("rank", where.rank)
+      .integer("pid", static_cast<int64_t>(getpid()))
+      .text("process", process_token())
+      .text("torch", AOTI_DEBUG_PRINTER_TORCH_VERSION)
+      .text("device", name)
+      .text("capability", capability)
+      .json("tf32_matmul", json_flag([&] { return ctx.allowTF32CuBLAS(); }))
+      .json("tf32_cudnn", json_flag([&] { return ctx.allowTF32CuDNN(); }))
+      .text("matmul_precision", matmul_precision_name())
+      .json("bf16_reduction", json_flag([&] { return ctx.allowBF16ReductionCuBLAS(); }))
+      .json("fp16_reduction", json_flag([&] { return ctx.allowFP16ReductionCuBLAS(); }))
+      .json("deterministic", json_flag([&] { return ctx.deterministicAlgorithms(); }))
+      .text("inductor_config", where.inductor_config)
+      .integer("schema", AOTI_DEBUG_PRINTER_RECORD_SCHEMA)
+      .line();
 }
 
-std::string json_where(const Where& w) {
-  return "\"phase\": " + json_string(w.phase) + ", \"kernel\": " + json_string(w.kernel) +
-         ", \"arg\": " + json_string(w.arg) + ", \"run\": " + std::to_string(w.run) +
-         ", \"launch\": " + std::to_string(w.launch) + ", \"call\": " + std::to_string(w.call) +
-         ", \"rank\": " + std::to_string(w.rank) + ", \"node\": " + json_string(w.node) +
-         ", \"role\": " + json_string(w.role) + ", \"why\": " + json_string(w.why) +
-         (w.formula.empty() ? "" : ", \"formula\": " + json_string(w.formula)) +
-         ", \"pid\": " + std::to_string(static_cast<int64_t>(getpid())) +
-         ", \"process\": " + json_string(process_token()) +
-         ", \"schema\": " + std::to_string(AOTI_DEBUG_PRINTER_RECORD_SCHEMA);
+JsonObject json_record(const char* event, const Where& w) {
+  JsonObject o;
+  o.text("event", event).text("phase", phase_name(w.phase));
+  if (w.phase == Phase::Upstream) o.text("label", w.label);
+  o.text("kernel", w.kernel)
+      .text("arg", w.arg)
+      .integer("run", w.run)
+      .integer("launch", w.launch)
+      .integer("call", w.call)
+      .integer("rank", w.rank)
+      .text("node", w.node)
+      .text("role", role_name(w.role))
+      .text("why", w.why);
+  if (!w.formula.empty()) o.text("formula", w.formula);
+  return o.integer("pid", static_cast<int64_t>(getpid()))
+      .text("process", process_token())
+      .integer("schema", AOTI_DEBUG_PRINTER_RECORD_SCHEMA);
 }
 
 at::Tensor to_host(const at::Tensor& t) { return t.device().is_cpu() ? t : t.to(at::kCPU); }
@@ -303,29 +336,30 @@ std::string format_cuda_error(const Where& where, const std::string& error,
                               const std::vector<WatchedArg>& args, bool json) {
   std::ostringstream out;
   if (json) {
-    out << "{\"event\": \"cuda_error\", " << json_where(where)
-        << ", \"error\": " << json_string(error) << ", \"args\": [";
-    for (size_t i = 0; i < args.size(); ++i) {
-      const WatchedArg& a = args[i];
-      out << (i ? ", " : "") << "{\"arg\": " << json_string(a.name)
-          << ", \"shape\": " << list(a.shape) << ", \"dtype\": " << json_string(a.dtype)
-          << ", \"device\": " << json_string(a.device)
-          << ", \"data_ptr\": " << json_string(hex(a.data)) << ", \"span_bytes\": " << a.span
-          << ", \"inside_storage\": "
-          << (holds(a.storage, a.storage_bytes, a.data, a.span) ? "true" : "false")
-          << ", \"inside_allocation\": "
-          << (a.allocation_known
-                  ? (holds(a.allocation, a.allocation_bytes, a.data, a.span) ? "true" : "false")
-                  : "null");
-      if (!a.saved_as.empty()) out << ", \"file\": " << json_string(a.saved_as);
-      out << "}";
+    JsonList listed;
+    for (const WatchedArg& a : args) {
+      JsonObject arg;
+      arg.text("arg", a.name)
+          .json("shape", json_integers(a.shape))
+          .text("dtype", a.dtype)
+          .text("device", a.device)
+          .text("data_ptr", hex(a.data))
+          .integer("span_bytes", static_cast<int64_t>(a.span))
+          .boolean("inside_storage", holds(a.storage, a.storage_bytes, a.data, a.span));
+      if (a.allocation_known) {
+        arg.boolean("inside_allocation", holds(a.allocation, a.allocation_bytes, a.data, a.span));
+      } else {
+        arg.null("inside_allocation");
+      }
+      if (!a.saved_as.empty()) arg.text("file", a.saved_as);
+      listed.json(arg.object());
     }
-    out << "]}\n";
-    return out.str();
+    return json_record("cuda_error", where)
+        .text("error", error)
+        .json("args", listed.array())
+        .line();
   }
-  Where w = where;
-  w.phase = "CUDA ERROR at " + w.phase;
-  out << where_text(w, ": " + error) << "\n";
+  out << where_text(where, ": " + error, "CUDA ERROR at ") << "\n";
   if (where.launch < 0) {
     out << "    found before this run's first kernel: an earlier CUDA operation failed, not one of "
            "this model's kernels\n";
@@ -351,6 +385,16 @@ std::string format_cuda_error(const Where& where, const std::string& error,
     out << "\n";
   }
   return out.str();
+}
+
+Where before_launch_of(const Where& at_kernel, const std::string& arg) {
+  Where at = at_kernel;
+  at.phase = Phase::BeforeLaunch;
+  at.arg = arg;
+  // What `at_kernel`'s record knew of its own argument is not this one's.
+  at.node = at.why = at.formula = "";
+  at.role = Role::Unknown;
+  return at;
 }
 
 TensorRecord describe_problem(const Where& where, std::string problem) {
@@ -393,32 +437,40 @@ std::string format_text(const TensorRecord& r) {
   return out.str();
 }
 
-std::string format_json(const TensorRecord& r, const std::string& extra) {
-  std::ostringstream out;
-  out << "{\"event\": \"tensor\", " << json_where(r.where);
+std::string format_json(const TensorRecord& r, const std::string& file) {
+  JsonObject o = json_record("tensor", r.where);
   if (!r.problem.empty()) {
-    out << ", \"problem\": " << json_string(r.problem) << extra << "}";
-    return out.str();
-  }
-  out << ", \"shape\": " << list(r.shape) << ", \"stride\": " << list(r.stride)
-      << ", \"dtype\": " << json_string(r.dtype) << ", \"device\": " << json_string(r.device)
-      << ", \"layout\": " << json_string(r.layout)
-      << ", \"contiguous\": " << (r.contiguous ? "true" : "false") << ", \"numel\": " << r.numel;
-  const TensorStats& s = r.stats;
-  if (!s.unsupported.empty()) {
-    out << ", \"stats\": null, \"problem\": " << json_string(s.unsupported);
+    o.text("problem", r.problem);
   } else {
-    out << ", \"stats\": {\"of\": " << (s.of_modulus ? "\"modulus\"" : "\"value\"")
-        << ", \"min\": " << (s.min ? scalar_text(*s.min, true) : "null")
-        << ", \"max\": " << (s.max ? scalar_text(*s.max, true) : "null")
-        << ", \"mean\": " << number(s.mean, true) << ", \"std\": " << number(s.std, true)
-        << ", \"absmax\": " << (s.min ? number(s.absmax, true) : "null")
-        << ", \"finite\": " << s.finite << ", \"nan\": " << s.nan << ", \"pos_inf\": " << s.pos_inf
-        << ", \"neg_inf\": " << s.neg_inf << ", \"zeros\": " << s.zeros << "}";
+    o.json("shape", json_integers(r.shape))
+        .json("stride", json_integers(r.stride))
+        .text("dtype", r.dtype)
+        .text("device", r.device)
+        .text("layout", r.layout)
+        .boolean("contiguous", r.contiguous)
+        .integer("numel", r.numel);
+    const TensorStats& s = r.stats;
+    if (!s.unsupported.empty()) {
+      o.null("stats").text("problem", s.unsupported);
+    } else {
+      o.json("stats", JsonObject()
+                          .text("of", s.of_modulus ? "modulus" : "value")
+                          .json("min", s.min ? scalar_text(*s.min, true) : "null")
+                          .json("max", s.max ? scalar_text(*s.max, true) : "null")
+                          .number("mean", s.mean)
+                          .number("std", s.std)
+                          .json("absmax", s.min ? number(s.absmax, true) : "null")
+                          .integer("finite", s.finite)
+                          .integer("nan", s.nan)
+                          .integer("pos_inf", s.pos_inf)
+                          .integer("neg_inf", s.neg_inf)
+                          .integer("zeros", s.zeros)
+                          .object());
+    }
+    if (!r.values.empty()) o.json("values", json_texts(r.values));
   }
-  if (!r.values.empty()) out << ", \"values\": " << list(r.values, true);
-  out << extra << "}";
-  return out.str();
+  if (!file.empty()) o.text("file", file);
+  return o.object();
 }
 
 std::string format_trap(const Where& where, const TensorStats& stats, const std::string& what,
@@ -426,22 +478,20 @@ std::string format_trap(const Where& where, const TensorStats& stats, const std:
                         const std::vector<std::string>& files) {
   std::ostringstream out;
   if (json) {
-    out << "{\"event\": \"trap\", " << json_where(where) << ", \"message\": " << json_string(what)
-        << ", \"nan\": " << stats.nan << ", \"pos_inf\": " << stats.pos_inf
-        << ", \"neg_inf\": " << stats.neg_inf << ", \"inputs\": [";
+    JsonList listed;
     for (size_t i = 0; i < inputs.size(); ++i) {
-      const std::string file = i < files.size() && !files[i].empty()
-                                   ? ", \"file\": " + json_string(files[i])
-                                   : std::string();
-      out << (i ? ", " : "") << format_json(inputs[i], file);
+      listed.json(format_json(inputs[i], i < files.size() ? files[i] : std::string()));
     }
-    out << "]}\n";
-    return out.str();
+    return json_record("trap", where)
+        .text("message", what)
+        .integer("nan", stats.nan)
+        .integer("pos_inf", stats.pos_inf)
+        .integer("neg_inf", stats.neg_inf)
+        .json("inputs", listed.array())
+        .line();
   }
-  Where w = where;
-  w.phase = "NaN/Inf TRAP at " + w.phase;
-  out << where_text(w, ": " + what) << "\n    nan=" << stats.nan << " +inf=" << stats.pos_inf
-      << " -inf=" << stats.neg_inf << "\n";
+  out << where_text(where, ": " + what, "NaN/Inf TRAP at ") << "\n    nan=" << stats.nan
+      << " +inf=" << stats.pos_inf << " -inf=" << stats.neg_inf << "\n";
   if (!inputs.empty()) out << "    the kernel's inputs before launch:\n";
   for (size_t i = 0; i < inputs.size(); ++i) {
     std::istringstream lines(format_text(inputs[i]));
@@ -454,23 +504,21 @@ std::string format_trap(const Where& where, const TensorStats& stats, const std:
 std::string format_guard(const GuardFinding& f, bool json) {
   std::ostringstream out;
   if (json) {
-    out << "{\"event\": \"guard\", " << json_where(f.where) << ", \"kind\": " << json_string(f.kind)
-        << ", \"message\": " << json_string(f.message) << ", \"numel\": " << f.numel
-        << ", \"changed\": " << f.changed << ", \"first_index\": " << f.first_index
-        << ", \"writer\": " << json_string(f.writer) << ", \"between\": [";
-    for (size_t i = 0; i < f.between.size(); ++i)
-      out << (i ? ", " : "") << json_string(f.between[i]);
-    out << "], \"culprit\": " << json_string(f.culprit) << ", \"files\": {";
-    for (size_t i = 0; i < f.files.size(); ++i) {
-      out << (i ? ", " : "") << json_string(f.files[i].first) << ": "
-          << json_string(f.files[i].second);
-    }
-    out << "}}\n";
-    return out.str();
+    JsonObject files;
+    for (const auto& [what, file] : f.files) files.text(what.c_str(), file);
+    return json_record("guard", f.where)
+        .text("kind", f.kind)
+        .text("message", f.message)
+        .integer("numel", f.numel)
+        .integer("changed", f.changed)
+        .integer("first_index", f.first_index)
+        .text("writer", f.writer)
+        .json("between", json_texts(f.between))
+        .text("culprit", f.culprit)
+        .json("files", files.object())
+        .line();
   }
-  Where w = f.where;
-  w.phase = "WRITE GUARD at " + w.phase;
-  out << where_text(w, ": " + f.message) << "\n";
+  out << where_text(f.where, ": " + f.message, "WRITE GUARD at ") << "\n";
   if (f.changed >= 0) {
     out << "    " << f.changed << " of " << f.numel << " elements changed, the first at index "
         << f.first_index << "\n";
@@ -490,15 +538,12 @@ std::string format_guard(const GuardFinding& f, bool json) {
 
 std::string format_scalar(const Where& where, const char* type, const std::string& value,
                           bool json) {
-  if (json) {
-    return "{\"event\": \"scalar\", " + json_where(where) + ", \"type\": " + json_string(type) +
-           ", \"value\": " + json_string(value) + "}\n";
-  }
+  if (json) return json_record("scalar", where).text("type", type).text("value", value).line();
   return where_text(where, " = " + value + " (" + type + ")") + "\n";
 }
 
 std::string format_launch(const Where& where, bool json) {
-  if (json) return "{\"event\": \"launch\", " + json_where(where) + "}\n";
+  if (json) return json_record("launch", where).line();
   return where_text(where) + "\n";
 }
 

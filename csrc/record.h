@@ -3,6 +3,9 @@
 // format records here, so text, JSON lines and manifest never disagree.
 #pragma once
 
+#include "aoti_debug_printer.h"
+#include "json.h"
+#include "output.h"
 #include "settings.h"
 #include "stats.h"
 
@@ -15,10 +18,32 @@
 
 namespace aoti_debug_printer {
 
+// The C header's phase and role codes, as types. Records carry their names
+// (phase_name, role_name); the words people read are made when formatting.
+enum class Phase : int32_t {
+  BeforeLaunch = AOTI_DEBUG_PRINTER_BEFORE_LAUNCH,
+  AfterLaunch = AOTI_DEBUG_PRINTER_AFTER_LAUNCH,
+  ModelInput = AOTI_DEBUG_PRINTER_MODEL_INPUT,
+  // A record upstream's entry points took (aoti_torch_print_tensor_handle,
+  // aoti_torch_save_tensor_handle): Where::label holds their message.
+  Upstream = -1,
+};
+enum class Role : int32_t {
+  Unknown = AOTI_DEBUG_PRINTER_ROLE_UNKNOWN,
+  Read = AOTI_DEBUG_PRINTER_ROLE_READ,
+  Write = AOTI_DEBUG_PRINTER_ROLE_WRITE,
+  ReadWrite = AOTI_DEBUG_PRINTER_ROLE_READ_WRITE,
+};
+// before_launch, after_launch, model_input, upstream; "phaseN" for a number
+// the ABI was given that is none of them.
+std::string phase_name(Phase phase);
+// read, write, read_write; "" for Unknown (and any other number).
+std::string role_name(Role role);
+
 struct Where {
-  std::string phase;      // before_launch, after_launch, model_input, or upstream's msg
-  int32_t phase_id = -1;  // the AOTI_DEBUG_PRINTER_* phase; -1 for upstream's msg
-  std::string kernel;     // empty for upstream-style messages
+  Phase phase = Phase::Upstream;
+  std::string label;   // upstream's message (Phase::Upstream only)
+  std::string kernel;  // empty for upstream-style messages
   std::string arg;
   int64_t run = -1;  // -1: outside any run the generated code announced
   int64_t launch = -1;
@@ -27,7 +52,7 @@ struct Where {
   std::string node;     // the exported program's node the tensor holds, if known
   std::string why;      // why it holds no single node's value, if the codegen knows
   std::string formula;  // how that value is computed from the program's values (JSON), if known
-  std::string role;     // read, write, read_write; empty when not known
+  Role role = Role::Unknown;
   std::string inductor_config;  // digest of the config the program was compiled with
 };
 
@@ -72,15 +97,18 @@ TensorRecord describe(const Where& where, const at::Tensor& t, const Contents& c
 bool can_record_later(const at::Tensor& t, int64_t max_values);
 std::unique_ptr<LateRecord> record_later(const Where& where, const at::Tensor& t,
                                          int64_t max_values, bool json);
+// Where `arg` was taken before the launch of `at_kernel`'s kernel (a copy
+// the trap, the guard or a replay saved), knowing nothing of what it holds.
+Where before_launch_of(const Where& at_kernel, const std::string& arg);
 // A record that carries only a problem (null handle, undefined tensor).
 TensorRecord describe_problem(const Where& where, std::string problem);
 
 // A whole record, newline included, as text or as one JSON line.
 std::string format_record(const TensorRecord& r, bool json);
 std::string format_text(const TensorRecord& r);
-// One JSON object, no newline. `extra` is spliced in as more members
-// (the manifest's file name).
-std::string format_json(const TensorRecord& r, const std::string& extra = "");
+// One JSON object, no newline; `file`, where not empty, is the snapshot that
+// holds the tensor (relative to the dump directory).
+std::string format_json(const TensorRecord& r, const std::string& file = "");
 
 // Scalars and launch events, in both formats.
 std::string format_scalar(const Where& where, const char* type, const std::string& value,
@@ -148,9 +176,8 @@ struct GuardFinding {
 };
 std::string format_guard(const GuardFinding& f, bool json);
 
-// JSON helpers shared with the saver.
-std::string json_string(const std::string& s);
-std::string json_where(const Where& w);
+// A record of `event` begins with where it was taken, and the schema.
+JsonObject json_record(const char* event, const Where& w);
 
 std::string dtype_name(c10::ScalarType t);
 

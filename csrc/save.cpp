@@ -244,11 +244,14 @@ std::vector<char> pickle_tensor(const at::Tensor& host) {
   return torch::jit::pickle_save(host);
 }
 
-std::string phase_tag(const std::string& phase) {
-  if (phase == "before_launch") return "before";
-  if (phase == "after_launch") return "after";
-  if (phase == "model_input") return "input";
-  return safe_name_part(phase);
+std::string phase_tag(const Where& w) {
+  switch (w.phase) {
+    case Phase::BeforeLaunch: return "before";
+    case Phase::AfterLaunch: return "after";
+    case Phase::ModelInput: return "input";
+    case Phase::Upstream: return safe_name_part(w.label);
+  }
+  return safe_name_part(phase_name(w.phase));
 }
 
 }  // namespace
@@ -286,8 +289,8 @@ static void make_dir(const std::string& dir) {
   if (ec) throw std::runtime_error("cannot create directory '" + dir + "': " + ec.message());
 }
 
-std::string note_finding_in_dump(const std::string& dir, const std::string& json_record) {
-  saving([&] { append_to_manifest(dir, json_record); });
+std::string note_finding_in_dump(const std::string& dir, const std::string& finding) {
+  saving([&] { append_to_manifest(dir, finding); });
   // The kernel's arguments are all in the dump only when it ran at level 1:
   // the run-time level switch saves them without recompiling.
   return "; a one-kernel repro: aoti-debug repro " + dir +
@@ -340,13 +343,12 @@ std::string save_snapshot(const std::string& dir, const TensorRecord& record,
   const std::string stem =
       (w.rank >= 0 ? "rank" + std::to_string(w.rank) + "-" : std::string()) + "run" +
       std::to_string(w.run) +
-      (w.launch < 0 ? "-" + phase_tag(w.phase) + "-" + safe_name_part(w.arg)
-                    : "-launch" + std::string(launch) + "-" + phase_tag(w.phase) + "-" +
-                          safe_name_part(w.kernel) + "-" + safe_name_part(w.arg) + "-call" +
-                          std::to_string(w.call));
+      (w.launch < 0
+           ? "-" + phase_tag(w) + "-" + safe_name_part(w.arg)
+           : "-launch" + std::string(launch) + "-" + phase_tag(w) + "-" + safe_name_part(w.kernel) +
+                 "-" + safe_name_part(w.arg) + "-call" + std::to_string(w.call));
   const std::string name = publish(dir, capped(stem), bytes);
-  append_line(dir + "/manifest.jsonl",
-              format_json(record, ", \"file\": " + json_string(name)) + "\n");
+  append_line(dir + "/manifest.jsonl", format_json(record, name) + "\n");
   return name;
 }
 
@@ -372,5 +374,17 @@ void saving(const std::function<void()>& save) {
 }
 
 int64_t save_failures() { return failures.count.load(); }
+
+void save_watched(const std::string& dir, const Where& at_kernel,
+                  std::vector<WatchedArg>& watched) {
+  for (WatchedArg& a : watched) {
+    if (!a.host.defined()) continue;
+    const Where at = before_launch_of(at_kernel, a.name);
+    saving([&] {
+      a.saved_as =
+          dir + "/" + save_snapshot(dir, describe(at, a.host, host_contents(a.host, 0)), a.host);
+    });
+  }
+}
 
 }  // namespace aoti_debug_printer

@@ -28,10 +28,14 @@ int64_t save_failures();
 void append_to_manifest(const std::string& dir, const std::string& line);
 
 // A finding (trap, guard, CUDA error) is also a line of the dump's manifest
-// (`json_record`, newline included), so that `aoti-debug repro DUMP` finds
+// (`finding`, its JSON line), so that `aoti-debug repro DUMP` finds
 // it without the printed output. Returns the one-line pointer to that
 // command, for the finding's message.
-std::string note_finding_in_dump(const std::string& dir, const std::string& json_record);
+std::string note_finding_in_dump(const std::string& dir, const std::string& finding);
+
+// Saves the host copies `watched` took before launch (replay, trap) as the
+// inputs of `at_kernel`'s kernel, noting each file in its WatchedArg.
+void save_watched(const std::string& dir, const Where& at_kernel, std::vector<WatchedArg>& watched);
 
 // A name part made safe for any file system: only [A-Za-z0-9_.-], no leading
 // dot, at most 80 characters. Kernel and argument names go through this, so

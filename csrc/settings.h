@@ -1,4 +1,4 @@
-// Run-time settings and the output stream every record goes to.
+// Run-time settings: the one table of options, and what each one means.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +10,26 @@
 namespace aoti_debug_printer {
 
 enum class Format { Text, Jsonl };
+
+// The printer's levels, as AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER
+// numbers them; AsCompiled is the run-time switch's "as the model was
+// compiled" (AOTI_DEBUG_PRINTER_LEVEL=-1).
+enum class Level : int32_t { AsCompiled = -1, Off = 0, Save = 1, Print = 2, KernelNames = 3 };
+
+// The one mapping between what generated code passes and levels. A record
+// carries the action of the level it was compiled at (AOTI_DEBUG_PRINTER_SAVE
+// at 1, _PRINT at 2, _WATCH at 3); a launch event of a level-3 compile
+// carries AOTI_DEBUG_PRINTER_SYNC_BY_DEFAULT, where the launch events of
+// levels 1 and 2 behave alike.
+Level level_of_action(int32_t action);
+Level level_of_launch_flags(int32_t flags);
+// The level a record or launch event runs at: the run-time switch, unless it
+// says "as compiled".
+Level level_now(Level compiled);
+// What a record compiled at `compiled` does at `now`: AOTI_DEBUG_PRINTER_SAVE,
+// _PRINT, _WATCH (level 3 notes tensors before launch only), or 0 (nothing;
+// a level-3 compile has no record to save or print at another level).
+int32_t action_at(Level now, Level compiled, bool before_launch);
 
 // When to wait for the GPU after a kernel and check CUDA's error state.
 enum class Sync {
@@ -47,7 +67,7 @@ struct Settings {
   // recompiling: AOTI_DEBUG_PRINTER_LEVEL, -1 (as compiled), 0 (off), 1
   // (save), 2 (print), 3 (kernel names); AOTI_DEBUG_PRINTER_KERNELS, kernel
   // names or globs like the compile-time filter, narrowing it further.
-  int level = -1;
+  Level level = Level::AsCompiled;
   std::string kernels;
   std::vector<std::string> kernel_patterns;
   // AOTI_DEBUG_PRINTER_TRAP=1: stop at the first kernel whose outputs gain
@@ -80,7 +100,7 @@ bool kernel_filter_selects(const std::vector<std::string>& patterns, const std::
 
 // The run-time level from settings_now(): the one check every emitted call
 // makes first, so that a model switched off costs next to nothing.
-int runtime_level();
+Level runtime_level();
 
 // A copy, so callers never hold the lock while they format or write.
 Settings current_settings();
@@ -104,49 +124,5 @@ const std::vector<OptionInfo>& options();
 // Throws std::invalid_argument on an unknown key or a bad value.
 void set_option(const std::string& key, const std::string& value);
 std::string get_option(const std::string& key);
-
-// Writes one whole record (one or more lines) with a single write under a
-// process-wide lock, then flushes: records of concurrent threads never
-// interleave, and a record is out before a crash that follows it. While this
-// thread has records waiting for the GPU (emit_later), the text waits behind
-// them: a thread's records come out in the order they were taken.
-void emit(const Settings& settings, const std::string& text);
-
-// A record whose text exists only once the GPU has computed its contents.
-class LateRecord {
- public:
-  virtual ~LateRecord() = default;
-  // Whether the text can be made now, without waiting.
-  virtual bool ready() const = 0;
-  // Waits until it can (or the GPU failed, which the text then says).
-  virtual void wait() = 0;
-  virtual std::string text() = 0;
-};
-// Queues `record` on this thread, to be written to `settings`' output in
-// its turn. Texts are written as they become ready, at flush_records, and at
-// the latest when the thread exits.
-void emit_later(const Settings& settings, std::unique_ptr<LateRecord> record);
-// Writes this thread's queued texts whose turn has come and that are ready;
-// with `wait`, every one, waiting as needed.
-void flush_records(bool wait);
-// Whether this thread has records waiting.
-bool records_waiting();
-
-// The one place user-facing errors go (stderr, whatever the output is).
-void report_error(const std::string& message);
-// A note for the user on stderr: something was done that they should know of.
-void report_note(const std::string& message);
-
-// 16 hex digits drawn once per process: a process's records and temporary
-// files stay apart from another's that has the same PID (containers).
-const std::string& process_token();
-
-// Names are data, never markup: a kernel or argument name may hold any
-// bytes. Json: the body of a JSON string, valid UTF-8 with every control
-// character and every line separator (U+0085, U+2028, U+2029) escaped.
-// Text: one line of the text format, no control character (ESC included)
-// left raw. Either way, bytes that are not UTF-8 become "\xNN".
-enum class Escape { Json, Text };
-std::string escaped(const std::string& s, Escape how);
 
 }  // namespace aoti_debug_printer

@@ -7,6 +7,7 @@
 #include "save.h"
 #include "settings.h"
 #include "shim.h"
+#include "trap.h"
 
 #include <torch/csrc/inductor/aoti_torch/utils.h>
 
@@ -58,24 +59,6 @@ const char* or_empty(const char* s) { return s ? s : ""; }
 
 }  // namespace
 
-std::string phase_name(int32_t phase) {
-  switch (phase) {
-    case AOTI_DEBUG_PRINTER_BEFORE_LAUNCH: return "before_launch";
-    case AOTI_DEBUG_PRINTER_AFTER_LAUNCH: return "after_launch";
-    case AOTI_DEBUG_PRINTER_MODEL_INPUT: return "model_input";
-    default: return "phase" + std::to_string(phase);
-  }
-}
-
-std::string role_name(int32_t role) {
-  switch (role) {
-    case AOTI_DEBUG_PRINTER_ROLE_READ: return "read";
-    case AOTI_DEBUG_PRINTER_ROLE_WRITE: return "write";
-    case AOTI_DEBUG_PRINTER_ROLE_READ_WRITE: return "read_write";
-    default: return "";
-  }
-}
-
 void begin_run(bool with_end) {
   // A run that was never ended leaves no record behind in the next.
   if (records_waiting()) flush_records(true);
@@ -97,62 +80,32 @@ void end_run() {
 
 namespace {
 
-// Where a watched argument was taken: before the launch of `at_kernel`'s kernel.
-Where input_where(const Where& at_kernel, const std::string& arg) {
-  Where at = at_kernel;
-  at.phase = phase_name(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH);
-  at.phase_id = AOTI_DEBUG_PRINTER_BEFORE_LAUNCH;
-  at.arg = arg;
-  return at;
+// What a record compiled as `compiled` does now; 0: nothing.
+int32_t effective_action(int32_t compiled, Phase phase) {
+  const Level at = level_of_action(compiled);
+  return action_at(level_now(at), at, phase == Phase::BeforeLaunch);
 }
-
-// Saves the watched arguments' host copies (taken before launch) as the
-// kernel's inputs, noting each file in its WatchedArg.
-void save_inputs(const Settings& settings, const Where& at_kernel) {
-  for (WatchedArg& a : state.watched) {
-    if (!a.host.defined()) continue;
-    const Where at = input_where(at_kernel, a.name);
-    saving([&] {
-      a.saved_as =
-          settings.dump_dir + "/" +
-          save_snapshot(settings.dump_dir, describe(at, a.host, host_contents(a.host, 0)), a.host);
-    });
-  }
-}
-
-// What a record does now, given what was compiled in and the run-time level
-// (-1: as compiled). 0: nothing.
-int32_t effective_action(int32_t compiled, int32_t phase, int level) {
-  if (level < 0) return compiled;
-  if (compiled == AOTI_DEBUG_PRINTER_WATCH) return level == 3 ? compiled : 0;
-  if (level == 1) return AOTI_DEBUG_PRINTER_SAVE;
-  if (level == 2) return AOTI_DEBUG_PRINTER_PRINT;
-  return level == 3 && phase == AOTI_DEBUG_PRINTER_BEFORE_LAUNCH ? AOTI_DEBUG_PRINTER_WATCH : 0;
-}
-
-int64_t non_finite(const TensorStats& s) { return s.nan + s.pos_inf + s.neg_inf; }
 
 }  // namespace
 
-std::string launch(int32_t phase, const std::string& kernel, int32_t flags) {
+std::string launch(Phase phase, const std::string& kernel, int32_t flags) {
   // Every launch event writes out the records whose statistics have landed.
   if (records_waiting()) flush_records(false);
-  const int level = runtime_level();
-  if (phase == AOTI_DEBUG_PRINTER_BEFORE_LAUNCH) {
+  const Level level = level_now(level_of_launch_flags(flags));
+  if (phase == Phase::BeforeLaunch) {
     ++state.launch;
     // Call indices hash the name: not while switched off.
-    if (level != 0) state.call = state.calls[kernel]++;
+    if (level != Level::Off) state.call = state.calls[kernel]++;
     state.watched.clear();
   }
   const Settings& settings = settings_now();
-  if (level == 0 || !settings.rank_selected()) {
+  if (level == Level::Off || !settings.rank_selected()) {
     state.syncing = state.watching = state.selected = state.guarding = false;
     return "";
   }
   const bool json = settings.format == Format::Jsonl;
-  const bool names_level =
-      level == 3 || (level < 0 && (flags & AOTI_DEBUG_PRINTER_SYNC_BY_DEFAULT));
-  if (phase == AOTI_DEBUG_PRINTER_BEFORE_LAUNCH) {
+  const bool names_level = level == Level::KernelNames;
+  if (phase == Phase::BeforeLaunch) {
     // Selected at compile time (by the compile-time filter) and now.
     state.selected = !(flags & AOTI_DEBUG_PRINTER_UNSELECTED) && settings.kernel_selected(kernel);
     state.syncing = settings.sync == Sync::On || (settings.sync == Sync::Auto && names_level);
@@ -170,17 +123,17 @@ std::string launch(int32_t phase, const std::string& kernel, int32_t flags) {
       if (!error.empty()) {
         Where w = where_now(phase, kernel, "");
         w.launch = w.call = -1;
-        emit(settings, format_cuda_error(w, error, {}, json));
+        emit(settings.output, format_cuda_error(w, error, {}, json));
         return "a CUDA error was pending before the first kernel (" + error + ")";
       }
     }
   }
-  if (phase == AOTI_DEBUG_PRINTER_AFTER_LAUNCH && state.syncing) {
+  if (phase == Phase::AfterLaunch && state.syncing) {
     const std::string error = device::check_current_stream();
     if (!error.empty()) {
       const Where w = where_now(phase, kernel, "");
-      if (settings.replay) save_inputs(settings, w);
-      emit(settings, format_cuda_error(w, error, state.watched, json));
+      if (settings.replay) save_watched(settings.dump_dir, w, state.watched);
+      emit(settings.output, format_cuda_error(w, error, state.watched, json));
       const std::string repro =
           settings.replay
               ? note_finding_in_dump(settings.dump_dir,
@@ -195,24 +148,29 @@ std::string launch(int32_t phase, const std::string& kernel, int32_t flags) {
              repro;
     }
   }
-  if (phase == AOTI_DEBUG_PRINTER_AFTER_LAUNCH && state.guarding) {
+  if (phase == Phase::AfterLaunch && state.guarding) {
     guard::after_launch(settings, where_now(phase, kernel, ""));
   }
-  const bool announce = level == 3 || (level < 0 && (flags & AOTI_DEBUG_PRINTER_ANNOUNCE));
-  if (announce && state.selected) emit(settings, format_launch(where_now(phase, kernel, ""), json));
+  // A level-3 compile announces the kernels its filter selected; a model
+  // switched to level 3 at run time, every kernel the run-time filter selects.
+  const bool announce = runtime_level() == Level::AsCompiled
+                            ? (flags & AOTI_DEBUG_PRINTER_ANNOUNCE) != 0
+                            : level == Level::KernelNames;
+  if (announce && state.selected) {
+    emit(settings.output, format_launch(where_now(phase, kernel, ""), json));
+  }
   return "";
 }
 
-Where where_now(int32_t phase, const std::string& kernel, const std::string& arg) {
+Where where_now(Phase phase, const std::string& kernel, const std::string& arg) {
   Where w;
-  w.phase = phase_name(phase);
-  w.phase_id = phase;
+  w.phase = phase;
   w.kernel = kernel;
   w.arg = arg;
   w.run = state.run;
   w.rank = settings_now().rank;
   w.inductor_config = state.inductor_config;
-  if (phase != AOTI_DEBUG_PRINTER_MODEL_INPUT) {
+  if (phase != Phase::ModelInput) {
     w.launch = state.launch;
     w.call = state.call;
   }
@@ -253,7 +211,7 @@ TensorStats write_record(int32_t action, const Settings& settings, const Where& 
     if (action == AOTI_DEBUG_PRINTER_SAVE) {
       saving([&] { append_to_manifest(settings.dump_dir, format_json(r) + "\n"); });
     } else {
-      emit(settings, format_record(r, json));
+      emit(settings.output, format_record(r, json));
     }
     return {};
   }
@@ -267,54 +225,18 @@ TensorStats write_record(int32_t action, const Settings& settings, const Where& 
   } else {
     if (later) {
       if (std::unique_ptr<LateRecord> late = printed_later(settings, where, t)) {
-        emit_later(settings, std::move(late));
+        emit_later(settings.output, std::move(late));
         return {};
       }
     }
     r = describe(where, t, read_contents(t, settings.max_values, with_fingerprint));
-    emit(settings, format_record(r, json));
+    emit(settings.output, format_record(r, json));
   }
   return r.stats;
 }
 
-// The NaN/Inf trap, after a record whose statistics are `stats`.
-Stop trap(const Settings& settings, const Where& where, const TensorStats& stats) {
-  const int32_t phase = where.phase_id;
-  const bool json = settings.format == Format::Jsonl;
-  if (!settings.trap || non_finite(stats) == 0) return {};
-  if (phase == AOTI_DEBUG_PRINTER_MODEL_INPUT) {
-    emit(settings,
-         format_trap(where, stats,
-                     "model input " + where.arg + " already holds NaN/Inf: no kernel made it", {},
-                     json));
-    return {AOTI_DEBUG_PRINTER_STOPPED_BY_TRAP,
-            "NaN/Inf trap: model input " + where.arg + " holds NaN/Inf"};
-  }
-  if (phase != AOTI_DEBUG_PRINTER_AFTER_LAUNCH) return {};
-  // Blame the kernel only for values it made: the argument was finite
-  // before launch, or was not an argument then (an output).
-  for (const WatchedArg& a : state.watched) {
-    if (a.name == where.arg && a.host.defined() && non_finite(compute_stats(a.host)) > 0) return {};
-  }
-  save_inputs(settings, where);
-  std::vector<TensorRecord> inputs;
-  std::vector<std::string> files;
-  for (const WatchedArg& a : state.watched) {
-    if (!a.host.defined() || a.unwritten_output) continue;
-    inputs.push_back(
-        describe(input_where(where, a.name), a.host, host_contents(a.host, settings.max_values)));
-    files.push_back(a.saved_as);
-  }
-  const std::string what = "kernel " + where.kernel + " made NaN/Inf in " + where.arg;
-  emit(settings, format_trap(where, stats, what, inputs, json, files));
-  const std::string repro =
-      note_finding_in_dump(settings.dump_dir, format_trap(where, stats, what, inputs, true, files));
-  const std::string message = "NaN/Inf trap: kernel " + where.kernel + " (launch " +
-                              std::to_string(where.launch) + ") made NaN/Inf in " + where.arg +
-                              repro;
-  // The generated code's exception carries no more than the kernel's name.
-  if (settings.output != "stderr") report_error(message);
-  return {AOTI_DEBUG_PRINTER_STOPPED_BY_TRAP, message};
+Stop trap_stop(const std::string& message) {
+  return message.empty() ? Stop{} : Stop{AOTI_DEBUG_PRINTER_STOPPED_BY_TRAP, message};
 }
 
 Stop guard_stop(const std::string& message) {
@@ -324,29 +246,27 @@ Stop guard_stop(const std::string& message) {
 }  // namespace
 
 Stop record_tensor(int32_t action, const Where& given, const at::Tensor* t) {
-  const int level = runtime_level();
-  if (level == 0) return {};
-  const int32_t phase = given.phase_id;
+  if (runtime_level() == Level::Off) return {};
+  const Phase phase = given.phase;
   // Kernel records follow the run-time filter; model inputs belong to none.
-  if (phase == AOTI_DEBUG_PRINTER_BEFORE_LAUNCH || phase == AOTI_DEBUG_PRINTER_AFTER_LAUNCH) {
+  if (phase == Phase::BeforeLaunch || phase == Phase::AfterLaunch) {
     if (!state.selected) return {};
   }
-  action = effective_action(action, phase, level);
+  action = effective_action(action, phase);
   if (action == 0) return {};
   const Settings& settings = settings_now();
   if (!settings.rank_selected()) return {};
   // roles=0: every argument is one whose role is not known.
   std::optional<Where> without_role;
-  if (!settings.roles && !given.role.empty()) {
+  if (!settings.roles && given.role != Role::Unknown) {
     without_role = given;
-    without_role->role.clear();
+    without_role->role = Role::Unknown;
   }
   const Where& where = without_role ? *without_role : given;
   const bool defined = t != nullptr && t->defined();
-  const bool read_only = where.role == role_name(AOTI_DEBUG_PRINTER_ROLE_READ);
-  const bool unwritten_output = phase == AOTI_DEBUG_PRINTER_BEFORE_LAUNCH &&
-                                where.role == role_name(AOTI_DEBUG_PRINTER_ROLE_WRITE);
-  if (state.watching && defined && phase == AOTI_DEBUG_PRINTER_BEFORE_LAUNCH) {
+  const bool read_only = where.role == Role::Read;
+  const bool unwritten_output = phase == Phase::BeforeLaunch && where.role == Role::Write;
+  if (state.watching && defined && phase == Phase::BeforeLaunch) {
     // The trap needs no copy of leftover memory; a replay saves every argument.
     state.watched.push_back(
         watch(where.arg, *t, settings.replay || (settings.trap && !unwritten_output)));
@@ -354,15 +274,15 @@ Stop record_tensor(int32_t action, const Where& given, const at::Tensor* t) {
   }
   if (action == AOTI_DEBUG_PRINTER_WATCH) return {};
   const bool guarding =
-      defined && settings.guard > 0 && (phase == AOTI_DEBUG_PRINTER_MODEL_INPUT || state.guarding);
-  if (phase == AOTI_DEBUG_PRINTER_AFTER_LAUNCH && read_only) {
+      defined && settings.guard > 0 && (phase == Phase::ModelInput || state.guarding);
+  if (phase == Phase::AfterLaunch && read_only) {
     // An argument the kernel only reads was recorded before launch, and is
     // unchanged unless the guard says otherwise.
     return guarding ? guard_stop(guard::after_use(settings, where, *t, std::nullopt)) : Stop{};
   }
   if (!defined) {
     const TensorRecord r = describe_problem(where, t ? "undefined tensor" : "null tensor handle");
-    emit(settings, format_record(r, settings.format == Format::Jsonl));
+    emit(settings.output, format_record(r, settings.format == Format::Jsonl));
     return {};
   }
   // Only a run that will end may leave records waiting, and only when neither
@@ -371,17 +291,19 @@ Stop record_tensor(int32_t action, const Where& given, const at::Tensor* t) {
   // The guard takes the fingerprint from the record's own pass: no second read.
   const TensorStats stats =
       write_record(action, settings, where, *t, unwritten_output, guarding, later);
-  if (Stop stop = trap(settings, where, stats); stop.code != 0) return stop;
+  if (settings.trap) {
+    if (Stop stop = trap_stop(trap::check(settings, where, stats, state.watched)); stop.code != 0)
+      return stop;
+  }
   if (!guarding) return {};
-  return guard_stop(phase == AOTI_DEBUG_PRINTER_AFTER_LAUNCH
+  return guard_stop(phase == Phase::AfterLaunch
                         ? guard::after_use(settings, where, *t, stats.fingerprint)
                         : guard::before_use(settings, where, *t, stats.fingerprint));
 }
 
 void record_scalar(int32_t action, const Where& where, const char* type, const std::string& value) {
-  const int level = runtime_level();
-  if (level == 0 || (where.launch >= 0 && !state.selected)) return;
-  action = effective_action(action, where.phase_id, level);
+  if (runtime_level() == Level::Off || (where.launch >= 0 && !state.selected)) return;
+  action = effective_action(action, where.phase);
   if (action == 0 || action == AOTI_DEBUG_PRINTER_WATCH) return;
   const Settings& settings = settings_now();
   if (!settings.rank_selected()) return;
@@ -390,7 +312,7 @@ void record_scalar(int32_t action, const Where& where, const char* type, const s
     saving([&] { append_to_manifest(settings.dump_dir, format_scalar(where, type, value, true)); });
     return;
   }
-  emit(settings, format_scalar(where, type, value, settings.format == Format::Jsonl));
+  emit(settings.output, format_scalar(where, type, value, settings.format == Format::Jsonl));
 }
 
 }  // namespace aoti_debug_printer
@@ -428,13 +350,15 @@ void aoti_debug_printer_end_run(void) {
 }
 
 int32_t aoti_debug_printer_launch(int32_t phase, const char* kernel, int32_t flags) {
-  if (runtime_level() == 0) {  // switched off: count the launch, nothing more
+  if (runtime_level() == Level::Off) {  // switched off: count the launch, nothing more
     if (phase == AOTI_DEBUG_PRINTER_BEFORE_LAUNCH)
-      guarded(__func__, [&] { launch(phase, "", flags); });
+      guarded(__func__, [&] { launch(Phase::BeforeLaunch, "", flags); });
     return 0;
   }
   int32_t failed = 0;
-  guarded(__func__, [&] { failed = launch(phase, or_empty(kernel), flags).empty() ? 0 : 1; });
+  guarded(__func__, [&] {
+    failed = launch(static_cast<Phase>(phase), or_empty(kernel), flags).empty() ? 0 : 1;
+  });
   return failed;
 }
 
@@ -442,14 +366,14 @@ int32_t aoti_debug_printer_tensor_computed(int32_t action, int32_t phase, const 
                                            const char* arg, const char* node, const char* why,
                                            const char* formula, int32_t role,
                                            AtenTensorHandle tensor) {
-  if (runtime_level() == 0) return 0;  // switched off: build nothing
+  if (runtime_level() == Level::Off) return 0;  // switched off: build nothing
   int32_t stop = 0;
   guarded(__func__, [&] {
-    Where w = where_now(phase, or_empty(kernel), or_empty(arg));
+    Where w = where_now(static_cast<Phase>(phase), or_empty(kernel), or_empty(arg));
     w.node = or_empty(node);
     w.why = or_empty(why);
     w.formula = or_empty(formula);
-    w.role = role_name(role);
+    w.role = static_cast<Role>(role);
     stop = record_tensor(action, w, tensor_of(tensor)).code;
   });
   return stop;
@@ -476,28 +400,28 @@ int32_t aoti_debug_printer_tensor(int32_t action, int32_t phase, const char* ker
 
 void aoti_debug_printer_int64(int32_t action, int32_t phase, const char* kernel, const char* arg,
                               int64_t value) {
-  if (runtime_level() == 0) return;  // switched off: build nothing
+  if (runtime_level() == Level::Off) return;  // switched off: build nothing
   guarded(__func__, [&] {
-    record_scalar(action, where_now(phase, or_empty(kernel), or_empty(arg)), "int64",
-                  std::to_string(value));
+    record_scalar(action, where_now(static_cast<Phase>(phase), or_empty(kernel), or_empty(arg)),
+                  "int64", std::to_string(value));
   });
 }
 
 void aoti_debug_printer_float64(int32_t action, int32_t phase, const char* kernel, const char* arg,
                                 double value) {
-  if (runtime_level() == 0) return;  // switched off: build nothing
+  if (runtime_level() == Level::Off) return;  // switched off: build nothing
   guarded(__func__, [&] {
-    record_scalar(action, where_now(phase, or_empty(kernel), or_empty(arg)), "float64",
-                  float_text(value));
+    record_scalar(action, where_now(static_cast<Phase>(phase), or_empty(kernel), or_empty(arg)),
+                  "float64", float_text(value));
   });
 }
 
 void aoti_debug_printer_bool(int32_t action, int32_t phase, const char* kernel, const char* arg,
                              int32_t value) {
-  if (runtime_level() == 0) return;  // switched off: build nothing
+  if (runtime_level() == Level::Off) return;  // switched off: build nothing
   guarded(__func__, [&] {
-    record_scalar(action, where_now(phase, or_empty(kernel), or_empty(arg)), "bool",
-                  value ? "true" : "false");
+    record_scalar(action, where_now(static_cast<Phase>(phase), or_empty(kernel), or_empty(arg)),
+                  "bool", value ? "true" : "false");
   });
 }
 
@@ -536,7 +460,7 @@ const aoti_debug_printer_api* aoti_debug_printer_get_api(uint32_t abi_version) {
 void aoti_torch_print_tensor_handle(AtenTensorHandle self, const char* msg) {
   guarded(__func__, [&] {
     Where w;
-    w.phase = or_empty(msg);
+    w.label = or_empty(msg);
     record_tensor(AOTI_DEBUG_PRINTER_PRINT, w, tensor_of(self));
   });
 }
@@ -544,10 +468,9 @@ void aoti_torch_print_tensor_handle(AtenTensorHandle self, const char* msg) {
 void aoti_torch_save_tensor_handle(AtenTensorHandle self, const char* tensor_name,
                                    const char* launch_prefix, const char* kernel_name) {
   guarded(__func__, [&] {
-    Where w =
-        where_now(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, or_empty(kernel_name), or_empty(tensor_name));
-    w.phase = or_empty(launch_prefix);
-    w.phase_id = -1;  // upstream's own label, outside our launch events
+    // Upstream's own label, outside our launch events.
+    Where w = where_now(Phase::Upstream, or_empty(kernel_name), or_empty(tensor_name));
+    w.label = or_empty(launch_prefix);
     record_tensor(AOTI_DEBUG_PRINTER_SAVE, w, tensor_of(self));
   });
 }

@@ -20,13 +20,10 @@ void compiled_with(const std::string& inductor_config);
 // `flags`: AOTI_DEBUG_PRINTER_ANNOUNCE, AOTI_DEBUG_PRINTER_SYNC_BY_DEFAULT.
 // Returns "" or, when the check after a kernel found a CUDA error (already
 // reported on the output), a message that names the kernel.
-std::string launch(int32_t phase, const std::string& kernel, int32_t flags);
+std::string launch(Phase phase, const std::string& kernel, int32_t flags);
 
 // The Where of a record taken now on this thread.
-Where where_now(int32_t phase, const std::string& kernel, const std::string& arg);
-std::string phase_name(int32_t phase);
-// "read", "write", "read_write"; "" for AOTI_DEBUG_PRINTER_ROLE_UNKNOWN.
-std::string role_name(int32_t role);
+Where where_now(Phase phase, const std::string& kernel, const std::string& arg);
 
 // Why a record asks its caller to stop the run: `code` is 0 (go on),
 // AOTI_DEBUG_PRINTER_STOPPED_BY_TRAP or _BY_GUARD; `message` (reported on

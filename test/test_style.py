@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PYTHON = ["python", "test", "bench", "cmake", "examples", "scripts"]
 CPP = sorted(
     str(p.relative_to(ROOT))
-    for pattern in ("csrc/*.h", "csrc/*.cpp", "csrc/*.cu", "test/cpp/*.cpp")
+    for pattern in ("csrc/*.h", "csrc/include/*.h", "csrc/*.cpp", "csrc/*.cu", "test/cpp/*.cpp")
     for p in ROOT.glob(pattern)
 )
 

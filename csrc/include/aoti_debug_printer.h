@@ -26,8 +26,10 @@
 #define AOTI_DEBUG_PRINTER_ABI_VERSION 5
 #define AOTI_DEBUG_PRINTER_OLDEST_ABI_VERSION 2
 // The version of the records' JSON: every record carries it as "schema" (the
-// fields are in docs/output.md). Readers refuse a newer one.
-#define AOTI_DEBUG_PRINTER_RECORD_SCHEMA 1
+// fields are in docs/output.md). Readers refuse a newer one. 2: upstream's
+// records have phase "upstream" and their message in "label"; "why" is a
+// reason code (aoti_debug_printer/_records.py), its detail after a colon.
+#define AOTI_DEBUG_PRINTER_RECORD_SCHEMA 2
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,0 +1,75 @@
+// The one JSON writer of records. Every record kind is a JsonObject whose
+// members are written in order: names and strings escaped (any bytes a
+// kernel name may hold), numbers that survive a round trip, non-finite
+// floats as null. Nothing else in the library writes JSON by hand.
+#pragma once
+
+#include "output.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace aoti_debug_printer {
+
+// A JSON string literal, quotes included.
+inline std::string json_string(const std::string& s) {
+  return "\"" + escaped(s, Escape::Json) + "\"";
+}
+
+// A double that reads back bit for bit; null where JSON has no literal.
+inline std::string json_number(double v) {
+  if (!std::isfinite(v)) return "null";
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+// Values of an array or members of an object, each already JSON, joined.
+class JsonList {
+ public:
+  JsonList& text(const std::string& v) { return json(json_string(v)); }
+  JsonList& integer(int64_t v) { return json(std::to_string(v)); }
+  JsonList& json(const std::string& v) {
+    out_ += (out_.empty() ? "" : ", ") + v;
+    return *this;
+  }
+  std::string array() const { return "[" + out_ + "]"; }
+
+ protected:
+  std::string out_;
+};
+
+class JsonObject : private JsonList {
+ public:
+  JsonObject& text(const char* key, const std::string& v) { return json(key, json_string(v)); }
+  JsonObject& integer(const char* key, int64_t v) { return json(key, std::to_string(v)); }
+  JsonObject& number(const char* key, double v) { return json(key, json_number(v)); }
+  JsonObject& boolean(const char* key, bool v) { return json(key, v ? "true" : "false"); }
+  JsonObject& null(const char* key) { return json(key, "null"); }
+  // A member whose value is already JSON (an object, an array, a literal).
+  JsonObject& json(const char* key, const std::string& v) {
+    JsonList::json(json_string(key) + ": " + v);
+    return *this;
+  }
+  std::string object() const { return "{" + out_ + "}"; }
+  // One line of a JSON-lines file.
+  std::string line() const { return object() + "\n"; }
+};
+
+template <typename T>
+std::string json_integers(const std::vector<T>& xs) {
+  JsonList list;
+  for (const T& x : xs) list.integer(static_cast<int64_t>(x));
+  return list.array();
+}
+
+inline std::string json_texts(const std::vector<std::string>& xs) {
+  JsonList list;
+  for (const std::string& x : xs) list.text(x);
+  return list.array();
+}
+
+}  // namespace aoti_debug_printer

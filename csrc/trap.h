@@ -1,0 +1,23 @@
+// The NaN/Inf trap (AOTI_DEBUG_PRINTER_TRAP=1): stops a run at the first
+// kernel whose outputs gain NaN or Inf, and at a model input that holds
+// them, with the kernel's inputs as they were before launch, saved for a
+// one-kernel repro.
+#pragma once
+
+#include "record.h"
+#include "settings.h"
+
+#include <string>
+#include <vector>
+
+namespace aoti_debug_printer::trap {
+
+// After a record whose statistics are `stats`, while settings.trap is on.
+// `watched`: the kernel's arguments, with the host copies taken before its
+// launch. Returns "" or, when the trap fired (reported, and noted in the
+// dump already), a message that names the kernel or the model input: the
+// run must stop.
+std::string check(const Settings& settings, const Where& where, const TensorStats& stats,
+                  std::vector<WatchedArg>& watched);
+
+}  // namespace aoti_debug_printer::trap
