@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.util
+import shutil
 import subprocess
 
+import pytest
+import torch
 from conftest import ROOT
+from test_shim import FILTER_CONFORMANCE
 
 
 def test_patch_series_applies_to_installed_torch():
@@ -25,3 +30,37 @@ def test_check_fails_on_a_tree_it_does_not_fit(tmp_path):
     )
     assert r.returncode != 0
     assert "FAIL 0001" in r.stdout
+
+
+@pytest.mark.parametrize(("spec", "kernel", "selected"), FILTER_CONFORMANCE)
+def test_the_patched_filter_follows_the_one_grammar(patched_debug_utils, spec, kernel, selected):
+    """Upstream's DebugPrinterManager with 0001 applied selects what the
+    package's filter selects (test_shim's conformance table)."""
+    with torch._inductor.config.patch({"aot_inductor.filtered_kernel_names": spec or None}):
+        printer = patched_debug_utils.DebugPrinterManager(
+            debug_printer_level="2", use_array_ref=False
+        )
+    assert printer._kernel_selected(kernel) is selected
+
+
+@pytest.fixture(scope="module")
+def patched_debug_utils(tmp_path_factory):
+    """The installed torch's debug_utils.py with 0001 applied, loaded as a
+    module of torch._inductor.codegen (a scratch copy: torch is untouched)."""
+    import torch._inductor.codegen.debug_utils as stock
+
+    scratch = tmp_path_factory.mktemp("patched")
+    target = scratch / "torch" / "_inductor" / "codegen" / "debug_utils.py"
+    target.parent.mkdir(parents=True)
+    shutil.copy(stock.__file__, target)
+    patch = next((ROOT / "patches").glob("0001-*.patch"))
+    subprocess.run(
+        ["patch", "-p1", "-d", scratch, "--forward", "--batch", "-F0", "-i", patch],
+        check=True,
+        capture_output=True,
+    )
+    name = "torch._inductor.codegen.patched_debug_utils"
+    spec = importlib.util.spec_from_file_location(name, target)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
