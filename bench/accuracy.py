@@ -5,7 +5,7 @@ TF32 flag was on).
 
     python bench/accuracy.py [--device cpu|cuda] [--only diverge|compare] [--shard I/N] [--cases RE]
 
-Every correct model of test/finding_models.py must be silent, and every
+Every correct model of test/testmodels/findings.py must be silent, and every
 planted bug named at its own node. One line per case:
 
     case  device  tool  model  bug  old  new  (ratio of the planted value to its bar,
@@ -31,7 +31,7 @@ import torch
 # planted lowering, and processes running shards side by side share them.
 torch._inductor.config.force_disable_caches = True
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test"))
-import finding_models  # noqa: E402
+from testmodels import findings  # noqa: E402
 
 import aoti_debug_printer  # noqa: E402
 from aoti_debug_printer._diverge import eager_values  # noqa: E402
@@ -73,15 +73,15 @@ def verdict(named: Record | None, planted: set[str]) -> str:
     op's own value is never stored."""
     if named is None:
         return "MISSED" if planted else "silent"
-    if named.node in planted or (planted and "planted" in named.raw["kernel"]):
+    if named.node in planted or (planted and "planted" in named.kernel):
         return "named"
-    return f"WRONG {named.node or named.raw['kernel']}"
+    return f"WRONG {named.node or named.kernel}"
 
 
 def planted_nodes(program, kind: str | None) -> set[str]:
     if kind is None:
         return set()
-    op = finding_models.PLANTED_OPS[kind]
+    op = findings.PLANTED_OPS[kind]
     return {n.name for n in program.graph.nodes if n.target == op}
 
 
@@ -89,27 +89,27 @@ def diverge_case(model_name: str, position, kind, device: str, tmp: Path) -> str
     setting = None
     if kind in SETTINGS:  # a correct model under a numerics setting
         setting, kind = kind, None
-    model, inputs, dynamic = finding_models.build(
+    model, inputs, dynamic = findings.build(
         model_name, plant_at=position, device=device, kind=kind or "affine"
     )
     program = torch.export.export(model, inputs, dynamic_shapes=dynamic)
     planted = planted_nodes(program, kind)
-    with finding_models.numerics(setting) if setting else contextlib.nullcontext():
-        with finding_models.wrong_lowering(kind) if kind else contextlib.nullcontext():
-            dump = finding_models.compile_and_dump(
+    with findings.numerics(setting) if setting else contextlib.nullcontext():
+        with findings.wrong_lowering(kind) if kind else contextlib.nullcontext():
+            dump = findings.compile_and_dump(
                 program, inputs, tmp / f"{model_name}-{position}-{kind}-{device}"
             )
         found = aoti_debug_printer.first_divergence_from_eager(program, dump=dump)
     # The old rule: the first value with an element beyond the per-dtype
     # tolerance against eager in the program's own dtypes.
-    with finding_models.numerics(setting) if setting else contextlib.nullcontext():
+    with findings.numerics(setting) if setting else contextlib.nullcontext():
         eager = eager_values(program, *program.example_inputs)
     old = None
     for m in found.matches:
         if m.node not in eager:
             continue  # a value judged by its formula: the old rule had none
         got, want = m.record.load(), eager[m.node]
-        with finding_models.numerics(setting) if setting else contextlib.nullcontext():
+        with findings.numerics(setting) if setting else contextlib.nullcontext():
             rtol, atol = old_tolerance(want.dtype, device)
         if not torch.isclose(
             got.reshape(want.shape).cpu().double(),
@@ -135,13 +135,13 @@ def diverge_case(model_name: str, position, kind, device: str, tmp: Path) -> str
 def compare_case(model_name: str, position, kind, tmp: Path) -> str:
     dumps = {}
     for device in ("cpu", "cuda"):
-        model, inputs, dynamic = finding_models.build(
+        model, inputs, dynamic = findings.build(
             model_name, plant_at=position, device=device, kind=kind or "affine"
         )
         program = torch.export.export(model, inputs, dynamic_shapes=dynamic)
         wrong = kind and device == "cuda"
-        with finding_models.wrong_lowering(kind) if wrong else contextlib.nullcontext():
-            dumps[device] = finding_models.compile_and_dump(
+        with findings.wrong_lowering(kind) if wrong else contextlib.nullcontext():
+            dumps[device] = findings.compile_and_dump(
                 program, inputs, tmp / f"{model_name}-{kind}-{device}"
             )
         planted = planted_nodes(program, kind)
@@ -159,12 +159,12 @@ def compare_case(model_name: str, position, kind, tmp: Path) -> str:
 
 def cases(device: str, only: str | None):
     if only in (None, "diverge"):
-        for name in finding_models.CORRECT:
+        for name in findings.CORRECT:
             yield "diverge", name, None, None
         for name, setting in SETTING_CASES:
             yield "diverge", name, None, setting
-        for name, position, kind in finding_models.PLANTED + (
-            finding_models.PLANTED_CUDA if device == "cuda" else ()
+        for name, position, kind in findings.PLANTED + (
+            findings.PLANTED_CUDA if device == "cuda" else ()
         ):
             yield "diverge", name, position, kind
     if only in (None, "compare") and device == "cuda":

@@ -9,7 +9,7 @@
    stream of them, what a model pays; "queued GPU" is the GPU's share of it
    (CUDA events around the records), without the host's last write-out;
 2. one inference of each model (a model of many small kernels; ResNet-18,
-   GPT-2 and BERT architectures, bench/real_models.py): printer off, our
+   GPT-2 and BERT architectures, test/testmodels/real.py): printer off, our
    level 2, the built-in level 2, our level 3 with and without the sync
    after each kernel, the built-in level 3 (all printing to /dev/null), and
    the printer off with CUDA_LAUNCH_BLOCKING=1: a bare sync after every
@@ -163,14 +163,14 @@ VARIANTS = {
 
 
 def build_model(name: str):
-    """'deep' (test/gpu_models.py: many small kernels) or a real architecture."""
+    """'deep' (test/testmodels/gpu.py: many small kernels) or a real architecture."""
     if name == "deep":
-        import gpu_models
+        from testmodels import gpu
 
-        return gpu_models.build("deep")
-    import real_models
+        return gpu.build("deep")
+    from testmodels import real
 
-    return real_models.build(name)
+    return real.build(name)
 
 
 def compile_variant(model_name: str, level: str, ours: bool, path: str) -> str:

@@ -1,6 +1,6 @@
 """What argument roles save, and what the write guard costs, measured side
 by side in this one run on one AOTInductor-compiled model (a pre-LayerNorm
-transformer, test/finding_models.py):
+transformer, test/testmodels/findings.py):
 
 - printer off (compiled at level 0);
 - ours at level 2 and level 1, with roles (outputs get no statistics before
@@ -35,8 +35,8 @@ import aoti_debug_printer
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "test"))
 sys.path.insert(0, str(HERE))
-import finding_models  # noqa: E402
 from bench_cpu import stdout_to_devnull  # noqa: E402
+from testmodels import findings  # noqa: E402
 
 
 def median_ms(run, runs: int, device: str) -> float:
@@ -56,7 +56,7 @@ def median_ms(run, runs: int, device: str) -> float:
 def compile_at(device: str, level: int, ours: bool, path: str) -> str:
     """In a fresh process: the model compiled by our printer or the built-in."""
     (aoti_debug_printer.install if ours else aoti_debug_printer.uninstall)()
-    model, inputs, dynamic = finding_models.build("pre_ln_transformer", device=device)
+    model, inputs, dynamic = findings.build("pre_ln_transformer", device=device)
     program = torch.export.export(model, inputs, dynamic_shapes=dynamic)
     with torch._inductor.config.patch(
         {"aot_inductor.debug_intermediate_value_printer": str(level)}
@@ -84,7 +84,7 @@ def main() -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--runs", type=int, default=20)
     args = parser.parse_args()
-    _, inputs, _ = finding_models.build("pre_ln_transformer", device=args.device)
+    _, inputs, _ = findings.build("pre_ln_transformer", device=args.device)
     work = Path(tempfile.mkdtemp(prefix="bench-roles-"))
     # The built-in saves under the working directory.
     os.chdir(work)

@@ -38,7 +38,7 @@ def main() -> int:
     import transformers
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test"))
-    from finding_models import LastHiddenState
+    from testmodels.findings import LastHiddenState
 
     torch.manual_seed(0)
     config = transformers.LlamaConfig(

@@ -1,7 +1,7 @@
 """Which kernel does each printer name when one kernel of an AOTI model
 writes far out of bounds? Ours at level 3 against PyTorch's built-in
 level 3, both without CUDA_LAUNCH_BLOCKING, on the same model
-(test/gpu_models.py: FarWrite, a correct kernel before and after a faulty
+(test/testmodels/gpu.py: FarWrite, a correct kernel before and after a faulty
 user-defined Triton kernel).
 
     python bench/ima_pinpoint.py
@@ -25,13 +25,13 @@ FAR = 1 << 38
 
 
 def compile_far_write(ours: bool, path: str) -> str:
-    import gpu_models
     import torch
+    from testmodels import gpu
 
     import aoti_debug_printer
 
     (aoti_debug_printer.install if ours else aoti_debug_printer.uninstall)()
-    model, inputs = gpu_models.build("far_write")
+    model, inputs = gpu.build("far_write")
     with torch._inductor.config.patch({"aot_inductor.debug_intermediate_value_printer": "3"}):
         ep = torch.export.export(model, inputs)
         return torch._inductor.aoti_compile_and_package(ep, package_path=path)
@@ -40,7 +40,15 @@ def compile_far_write(ours: bool, path: str) -> str:
 def run(path: str, far: int) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "CUDA_LAUNCH_BLOCKING"}
     return subprocess.run(
-        [sys.executable, str(TEST / "gpu_models.py"), "run", path, "far_write", "--far", str(far)],
+        [
+            sys.executable,
+            str(TEST / "testmodels" / "gpu.py"),
+            "run",
+            path,
+            "far_write",
+            "--far",
+            str(far),
+        ],
         env=env,
         capture_output=True,
         text=True,

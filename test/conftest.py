@@ -20,11 +20,9 @@ os.environ.setdefault("AOTI_DEBUG_PRINTER_DUMP_DIR", tempfile.mkdtemp(prefix="ad
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from testmodels import small  # noqa: E402  (test/ is on the path: pyproject's pythonpath)
 
 import aoti_debug_printer  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).parent))
-import models  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -41,7 +39,7 @@ def pytest_collection_modifyitems(config, items):
 def compile_package(
     model_name: str, level: int, path: Path, kernels: str | None = None, device: str = "cpu"
 ) -> Path:
-    model, inputs = models.build(model_name, device)
+    model, inputs = small.build(model_name, device)
     patch = {
         "aot_inductor.debug_intermediate_value_printer": str(level),
         "aot_inductor.filtered_kernel_names": kernels,

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import re
 
-import models
 import pytest
 import torch
 from conftest import compile_package, custom_op_output_record, wrapper_source
+from testmodels import small
 
 import aoti_debug_printer
 
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 
 
 def run(package_path, model_name, repeat=1):
-    _, inputs = models.build(model_name)
+    _, inputs = small.build(model_name)
     compiled = torch._inductor.aoti_load_package(str(package_path))
     for _ in range(repeat):
         out = compiled(*inputs)
@@ -24,7 +24,7 @@ def run(package_path, model_name, repeat=1):
 
 
 def eager(model_name):
-    model, inputs = models.build(model_name)
+    model, inputs = small.build(model_name)
     with torch.no_grad():
         return model(*inputs)
 
@@ -189,7 +189,7 @@ def test_custom_op_called_through_the_proxy_executor_is_recorded(
     assert "aoti_torch_proxy_executor_call_function" in source
     assert "adp_models::scale_rows" in launches(source, 0)
     assert "adp_models::scale_rows" in launches(source, 1)
-    _, (x, s) = models.build("custom_op", device)
+    _, (x, s) = small.build("custom_op", device)
 
     def run_on_device(level):
         return torch._inductor.aoti_load_package(str(package("custom_op", level, device=device)))(

@@ -7,9 +7,9 @@ import os
 import re
 import subprocess
 
-import models
 import pytest
 import torch
+from testmodels import small
 
 pytestmark = pytest.mark.slow
 
@@ -25,7 +25,7 @@ def test_catch2_suite(cpp_build):
 def load_in_cpp(cpp_build, package_path, tmp_path, threads=1, **env):
     # No LD_PRELOAD or LD_LIBRARY_PATH: the model must find our library itself.
     scrubbed = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "LD_LIBRARY_PATH")}
-    _, inputs = models.build("mlp")
+    _, inputs = small.build("mlp")
     torch.save(list(inputs), tmp_path / "inputs.pt")
     r = subprocess.run(
         [
@@ -53,7 +53,7 @@ def test_plain_cpp_program_runs_our_printer(cpp_build, package, tmp_path):
     )
     assert len(heads) >= 4
     assert re.search(r"^    finite=\d+ nan=0 \+inf=0 -inf=0 zeros=\d+$", r.stdout, re.M)
-    _, inputs = models.build("mlp")
+    _, inputs = small.build("mlp")
     python_out = torch._inductor.aoti_load_package(str(package("mlp", 0)))(*inputs)
     assert torch.equal(out, python_out)
 

@@ -15,15 +15,16 @@ import sys
 import zipfile
 from pathlib import Path
 
-import finding_models
 import pytest
 import torch
-from finding_models import compile_and_dump
+from testmodels import findings
+from testmodels.findings import compile_and_dump
 
 import aoti_debug_printer
 from aoti_debug_printer._compare import format_comparison
 from aoti_debug_printer._diverge import format_divergence
 from aoti_debug_printer._dumps import load_dump
+from aoti_debug_printer._records import Phase, Reason, Role
 
 pytestmark = pytest.mark.slow
 
@@ -45,14 +46,14 @@ def assert_guard_is_silent(package: Path, inputs, dump_root: Path) -> None:
 
 
 def planted_nodes(program, kind: str) -> set[str]:
-    op = finding_models.PLANTED_OPS[kind]
+    op = findings.PLANTED_OPS[kind]
     return {n.name for n in program.graph.nodes if n.target == op}
 
 
 def names_the_planted_kernel(record, planted: set[str]) -> bool:
     """The planted op's own value, or the kernel that fuses it where that
     value is never stored (Inductor names a kernel after the ops it holds)."""
-    return record.node in planted or "planted" in record.raw["kernel"]
+    return record.node in planted or "planted" in record.kernel
 
 
 def needs_transformers(name: str):
@@ -61,10 +62,10 @@ def needs_transformers(name: str):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("name", finding_models.CORRECT)
+@pytest.mark.parametrize("name", findings.CORRECT)
 def test_correct_models_raise_no_alarm(name, device, tmp_path, record_property):
     needs_transformers(name)
-    model, inputs, dynamic = finding_models.build(name, device=device)
+    model, inputs, dynamic = findings.build(name, device=device)
     program = torch.export.export(model, inputs, dynamic_shapes=dynamic)
     a = compile_and_dump(program, inputs, tmp_path / "a")
     b = compile_and_dump(program, inputs, tmp_path / "b", UNFUSED)
@@ -111,9 +112,9 @@ def test_correct_models_raise_no_alarm(name, device, tmp_path, record_property):
 def test_numerics_settings_users_have_on_raise_no_alarm(name, setting, device, tmp_path):
     """float32_matmul_precision("high") and cuDNN's TF32: the benchmark is
     made under the run's settings, so their noise is the bar there."""
-    model, inputs, _ = finding_models.build(name, device=device)
+    model, inputs, _ = findings.build(name, device=device)
     program = torch.export.export(model, inputs)
-    with finding_models.numerics(setting):
+    with findings.numerics(setting):
         found = aoti_debug_printer.first_divergence_from_eager(program)
     assert found.first is None, format_divergence(found)
     env = found.environment
@@ -129,9 +130,9 @@ def test_numerics_settings_users_have_on_raise_no_alarm(name, setting, device, t
 
 
 def planted_cases(device: str):
-    cases = list(finding_models.PLANTED)
+    cases = list(findings.PLANTED)
     if device == "cuda":
-        cases += finding_models.PLANTED_CUDA
+        cases += findings.PLANTED_CUDA
     return cases
 
 
@@ -142,9 +143,9 @@ def planted_cases(device: str):
 )
 def test_a_planted_bug_is_named(name, position, kind, device):
     needs_transformers(name)
-    model, inputs, dynamic = finding_models.build(name, plant_at=position, device=device, kind=kind)
+    model, inputs, dynamic = findings.build(name, plant_at=position, device=device, kind=kind)
     program = torch.export.export(model, inputs, dynamic_shapes=dynamic)
-    with finding_models.wrong_lowering(kind):
+    with findings.wrong_lowering(kind):
         found = aoti_debug_printer.first_divergence_from_eager(program)
     assert found.first is not None, (
         f"{kind} in {name} at {position} not found:\n" + format_divergence(found)
@@ -153,7 +154,7 @@ def test_a_planted_bug_is_named(name, position, kind, device):
         found.first.record, planted_nodes(program, kind)
     ), format_divergence(found)
     # Every value written before it is within the bar.
-    before = [m for m in found.matches if m.record.raw["launch"] < found.first.record.raw["launch"]]
+    before = [m for m in found.matches if m.record.launch < found.first.record.launch]
     assert not any(m.diverged for m in before)
 
 
@@ -161,10 +162,10 @@ def test_a_planted_bug_is_named(name, position, kind, device):
 def test_compare_names_the_kernel_one_compile_got_wrong(kind, tmp_path):
     """Two compiles of one program, the second with the planted lowering:
     compare names where the error is introduced, not where drift grows."""
-    model, inputs, _ = finding_models.build("post_ln_mlp", plant_at=1, kind=kind)
+    model, inputs, _ = findings.build("post_ln_mlp", plant_at=1, kind=kind)
     program = torch.export.export(model, inputs)
     a = compile_and_dump(program, inputs, tmp_path / "a")
-    with finding_models.wrong_lowering(kind):
+    with findings.wrong_lowering(kind):
         b = compile_and_dump(program, inputs, tmp_path / "b", UNFUSED)
     c = aoti_debug_printer.compare(a, b)
     assert c.first is not None, format_comparison(c)
@@ -174,18 +175,18 @@ def test_compare_names_the_kernel_one_compile_got_wrong(kind, tmp_path):
 def test_the_store_a_kernel_never_makes_carries_no_node(tmp_path):
     """Issue 9's case: the fused layer-norm kernel takes the linear's buffer
     in and out but never stores the layer norm into it."""
-    model, inputs, _ = finding_models.build("post_ln_mlp")
+    model, inputs, _ = findings.build("post_ln_mlp")
     program = torch.export.export(model, inputs)
     dump = load_dump(compile_and_dump(program, inputs, tmp_path / "d"))
     written = [r for r in dump.written_values() if r.node]
-    assert written and all(r.raw["role"] in ("write", "read_write") for r in written)
-    after = [r for r in dump.records if r.raw["phase"] == "after_launch"]
+    assert written and all(r.role in (Role.WRITE, Role.READ_WRITE) for r in written)
+    after = [r for r in dump.records if r.phase is Phase.AFTER_LAUNCH]
     # Layer norm's mean and rstd are its intermediates, never its value.
-    assert any("intermediate value of node" in r.why for r in after)
+    assert any(r.tensor.reason is Reason.INTERMEDIATE for r in after)
     # Arguments only read keep what their writer stored (recorded once,
     # before launch).
-    before = [r for r in dump.records if r.raw["phase"] == "before_launch"]
-    read = [r for r in before if r.raw["role"] == "read" and r.node]
+    before = [r for r in dump.records if r.phase is Phase.BEFORE_LAUNCH]
+    read = [r for r in before if r.role is Role.READ and r.node]
     assert read
     writers = {r.node for r in after if r.written}
     assert all(r.node in writers for r in read)
@@ -196,7 +197,7 @@ def test_values_no_node_holds_are_judged_by_their_formulas(tmp_path):
     value: each is judged by its formula. An error of 1e-4 of the value in
     one of them is named there; a formula this torch cannot evaluate is
     counted as not compared, with why."""
-    model, inputs, _ = finding_models.build("post_ln_mlp")
+    model, inputs, _ = findings.build("post_ln_mlp")
     program = torch.export.export(model, inputs)
     dump = compile_and_dump(program, inputs, tmp_path / "a")
     found = aoti_debug_printer.first_divergence_from_eager(program, dump=dump)
@@ -213,9 +214,7 @@ def test_values_no_node_holds_are_judged_by_their_formulas(tmp_path):
     assert found.first is not None and found.first.record.path == target.path, format_divergence(
         found
     )
-    assert f"buffer {target.raw['arg']} = node layer_norm_1/variance_sum" in format_divergence(
-        found
-    )
+    assert f"buffer {target.arg} = node layer_norm_1/variance_sum" in format_divergence(found)
 
     manifest = dump / "manifest.jsonl"
     manifest.write_text(
@@ -230,7 +229,7 @@ def test_values_no_node_holds_are_judged_by_their_formulas(tmp_path):
 
 
 def test_compare_across_configs_from_the_command_line(tmp_path):
-    model, inputs, _ = finding_models.build("post_ln_mlp")
+    model, inputs, _ = findings.build("post_ln_mlp")
     program = torch.export.export(model, inputs)
     a = compile_and_dump(program, inputs, tmp_path / "a")
     b = compile_and_dump(program, inputs, tmp_path / "b", UNFUSED)
@@ -249,7 +248,7 @@ def test_compare_across_configs_from_the_command_line(tmp_path):
     done = cli("compare", a, b)
     assert done.returncode == 1
     assert f"FIRST DIVERGENCE: node {target.node}: A " in done.stdout
-    assert f"vs B {target.raw['kernel']} (launch {target.raw['launch']})" in done.stdout
+    assert f"vs B {target.kernel} (launch {target.launch})" in done.stdout
 
 
 def cli(*args) -> subprocess.CompletedProcess:
@@ -323,7 +322,7 @@ def test_diverge_on_a_dump_judges_the_run_by_its_own_inputs(tmp_path):
     """A dump recorded on other inputs than the program's examples: diverge
     takes the inputs the dump saved (else every value would differ from an
     eager run on the examples), and refuses --inputs that are not them."""
-    model, inputs, _ = finding_models.build("post_ln_mlp")
+    model, inputs, _ = findings.build("post_ln_mlp")
     program = torch.export.export(model, inputs)
     torch.export.save(program, tmp_path / "program.pt2")
     other = (torch.randn(6, 32) * 3,)
@@ -342,7 +341,7 @@ def test_diverge_on_a_dump_judges_the_run_by_its_own_inputs(tmp_path):
 
 
 def test_diverge_leaves_the_process_as_it_found_it(tmp_path):
-    model, inputs, _ = finding_models.build("reuse_chain")
+    model, inputs, _ = findings.build("reuse_chain")
     program = torch.export.export(model, inputs)
     aoti_debug_printer.uninstall()
     before = {k: aoti_debug_printer.get_option(k) for k, _, _ in aoti_debug_printer.option_table()}
@@ -400,9 +399,9 @@ def test_compare_rejects_a_file_that_is_not_a_dump(tmp_path):
 @pytest.mark.parametrize("name", ["pre_ln_transformer", "conv_bn", "gpt2"])
 def test_a_cpu_dump_and_a_cuda_dump_of_a_correct_program_are_silent(name, tmp_path):
     needs_transformers(name)
-    model, inputs, _ = finding_models.build(name)
+    model, inputs, _ = findings.build(name)
     cpu = compile_and_dump(torch.export.export(model, inputs), inputs, tmp_path / "cpu")
-    model, inputs, _ = finding_models.build(name, device="cuda")
+    model, inputs, _ = findings.build(name, device="cuda")
     cuda = compile_and_dump(torch.export.export(model, inputs), inputs, tmp_path / "cuda")
     c = aoti_debug_printer.compare(cpu, cuda)
     assert c.matched_by == "node" and len(c.compared) >= 5
@@ -418,13 +417,11 @@ def test_a_cpu_dump_and_a_cuda_dump_of_a_correct_program_are_silent(name, tmp_pa
     [(1, "tanh_gelu"), (2, "gelu_constant"), (0, "bf16_reduction"), (1, "half_kernel")],
 )
 def test_a_cpu_dump_and_a_cuda_dump_name_the_bug_the_cuda_run_has(position, kind, tmp_path):
-    model, inputs, _ = finding_models.build("post_ln_mlp", plant_at=position, kind=kind)
+    model, inputs, _ = findings.build("post_ln_mlp", plant_at=position, kind=kind)
     program = torch.export.export(model, inputs)
     cpu = compile_and_dump(program, inputs, tmp_path / "cpu")
-    model, inputs, _ = finding_models.build(
-        "post_ln_mlp", plant_at=position, kind=kind, device="cuda"
-    )
-    with finding_models.wrong_lowering(kind):
+    model, inputs, _ = findings.build("post_ln_mlp", plant_at=position, kind=kind, device="cuda")
+    with findings.wrong_lowering(kind):
         cuda = compile_and_dump(torch.export.export(model, inputs), inputs, tmp_path / "cuda")
     c = aoti_debug_printer.compare(cpu, cuda)
     assert c.first is not None, format_comparison(c)
@@ -465,9 +462,9 @@ def test_diverge_loads_a_transformers_program_as_users_export_it(tmp_path):
     program = export_in_a_fresh_process(
         tmp_path / "gpt2.pt2",
         Path(__file__).parent,
-        "import finding_models\n"
+        "from testmodels import findings\n"
         "torch.manual_seed(0)\n"
-        "model, inputs = finding_models.transformers_model('gpt2', plain_output=False)\n"
+        "model, inputs = findings.transformers_model('gpt2', plain_output=False)\n"
         "model.config.use_cache = False\n"
         "ep = torch.export.export(model.eval(), inputs)\n"
         "assert 'ModelOutput' in str(ep.call_spec.out_spec)\n",
@@ -524,7 +521,7 @@ def test_compare_judges_by_the_flags_the_runs_recorded(tmp_path):
     """A matmul's output differing by TF32's noise (1e-3) is named between
     two runs that recorded TF32 off, and is not where one recorded a GPU run
     with TF32 matmuls on, whatever this process's own flags say."""
-    model, inputs, _ = finding_models.build("post_ln_mlp")
+    model, inputs, _ = findings.build("post_ln_mlp")
     program = torch.export.export(model, inputs)
     a = compile_and_dump(program, inputs, tmp_path / "a")
     b = tmp_path / "b"
@@ -532,7 +529,7 @@ def test_compare_judges_by_the_flags_the_runs_recorded(tmp_path):
     env = load_dump(a).environment(0)
     assert env is not None and env.torch == torch.__version__ and env.device == "cpu"
     assert env.tf32_matmul is False
-    target = next(r for r in load_dump(b).written_values() if r.node and "mm" in r.raw["kernel"])
+    target = next(r for r in load_dump(b).written_values() if r.node and "mm" in r.kernel)
     t = torch.load(target.path, weights_only=True)
     torch.manual_seed(1)
     torch.save(t * (1 + 1e-3 * torch.randn_like(t)), target.path)

@@ -27,9 +27,9 @@ HERE = Path(__file__).resolve().parent
 
 
 def compile_gpu(name: str, level: int, path: Path, kernels: str | None = None) -> Path:
-    import gpu_models
+    from testmodels import gpu
 
-    model, inputs = gpu_models.build(name)
+    model, inputs = gpu.build(name)
     patch = {
         "aot_inductor.debug_intermediate_value_printer": str(level),
         "aot_inductor.filtered_kernel_names": kernels,
@@ -56,9 +56,9 @@ def gpu_package(tmp_path_factory):
 
 
 def run_package(path: Path, name: str):
-    import gpu_models
+    from testmodels import gpu
 
-    _, inputs = gpu_models.build(name)
+    _, inputs = gpu.build(name)
     out = torch._inductor.aoti_load_package(str(path))(*inputs)
     torch.cuda.synchronize()
     return out
@@ -292,9 +292,9 @@ def test_aoti_level3_filter_and_sync(gpu_package, capfd):
 
 @pytest.mark.xdist_group("jit")
 def test_jit_python_wrapper_records_cuda_kernels(records):
-    import gpu_models
+    from testmodels import gpu
 
-    model, inputs = gpu_models.build("mixed")
+    model, inputs = gpu.build("mixed")
     torch._dynamo.reset()
     aoti_debug_printer.install()
     try:
@@ -421,7 +421,7 @@ def run_child(path: Path, far: int, **env) -> subprocess.CompletedProcess:
     return subprocess.run(
         [
             sys.executable,
-            str(HERE / "gpu_models.py"),
+            str(HERE / "testmodels" / "gpu.py"),
             "run",
             str(path),
             "far_write",

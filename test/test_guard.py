@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import json
 
-import models
 import pytest
 import torch
+from testmodels import small
 
 import aoti_debug_printer
 
@@ -43,7 +43,7 @@ def findings(output) -> list[dict]:
 @pytest.mark.parametrize("device", DEVICES)
 def test_op_that_changes_an_input_it_only_reads_is_named(package, tmp_path, dump_dir, device):
     path = package("undeclared_mutation", 2, device=device)
-    _, (x, s) = models.build("undeclared_mutation", device)
+    _, (x, s) = small.build("undeclared_mutation", device)
     y = torch.relu(x) + 1
     # Off, the model runs on, silently.
     run_guarded(path, (x, s), 0, tmp_path / "off.jsonl")
@@ -72,7 +72,7 @@ def test_op_that_writes_past_its_output_into_a_live_neighbour_is_named(
     load_kernel(kernel)
     op = "adp_cpp::fill_rows_" if kernel else "adp_models::fill_rows_"
     path = package(f"{kernel}writes_past", 2, device=device)
-    _, inputs = models.build(f"{kernel}writes_past", device)
+    _, inputs = small.build(f"{kernel}writes_past", device)
     with pytest.raises(RuntimeError):  # the message is torch's; the record says why
         run_guarded(path, inputs, 1, tmp_path / "g1.jsonl")
     (found,) = findings(tmp_path / "g1.jsonl")
@@ -82,7 +82,7 @@ def test_op_that_writes_past_its_output_into_a_live_neighbour_is_named(
     assert any(k.startswith(f"{op} ") for k in found["between"])
     assert found["culprit"] == ""
 
-    _, inputs = models.build(f"{kernel}writes_past", device)
+    _, inputs = small.build(f"{kernel}writes_past", device)
     with pytest.raises(RuntimeError):  # the message is torch's; the record says why
         run_guarded(path, inputs, 2, tmp_path / "g2.jsonl")
     (found,) = findings(tmp_path / "g2.jsonl")
@@ -95,10 +95,10 @@ def test_the_same_op_writing_only_its_output_raises_no_alarm(
 ):
     load_kernel(kernel)
     path = package(f"{kernel}fills_rows", 2, device=device)
-    model, inputs = models.build(f"{kernel}fills_rows", device)
+    model, inputs = small.build(f"{kernel}fills_rows", device)
     expected = model(*[t.clone() for t in inputs])
     for guard in (0, 1, 2):
-        _, inputs = models.build(f"{kernel}fills_rows", device)
+        _, inputs = small.build(f"{kernel}fills_rows", device)
         got = run_guarded(path, inputs, guard, tmp_path / f"g{guard}.jsonl")
         assert torch.equal(got, expected) and findings(tmp_path / f"g{guard}.jsonl") == []
 
@@ -108,7 +108,7 @@ def test_read_only_arguments_are_recorded_once(package, records):
     it, unless the guard says otherwise. With roles off (for a role in
     doubt), every argument is recorded in full before and after launch."""
     runner = torch._inductor.aoti_load_package(str(package("mlp", 2)))
-    _, inputs = models.build("mlp")
+    _, inputs = small.build("mlp")
 
     def kernel_records() -> list[dict]:
         return [r for r in records() if r["event"] == "tensor" and r["kernel"]]
@@ -135,7 +135,7 @@ def test_read_only_arguments_are_recorded_once(package, records):
 def test_guard_in_the_jit_wrapper_names_the_op(tmp_path):
     torch._dynamo.reset()
     aoti_debug_printer.install()
-    model, (x, s) = models.build("undeclared_mutation")
+    model, (x, s) = small.build("undeclared_mutation")
     try:
         with torch._inductor.config.patch({"aot_inductor.debug_intermediate_value_printer": "2"}):
             compiled = torch.compile(model)

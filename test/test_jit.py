@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import models
 import pytest
 import torch
 from conftest import custom_op_output_record
+from testmodels import small
 
 import aoti_debug_printer
 
@@ -83,7 +83,7 @@ def test_custom_op_in_the_jit_wrappers_is_recorded(records, cpp_wrapper):
     the op, its inputs before launch, its output after."""
     torch._dynamo.reset()
     aoti_debug_printer.install()
-    model, (x, s) = models.build("custom_op")
+    model, (x, s) = small.build("custom_op")
     patch = {"aot_inductor.debug_intermediate_value_printer": "2", "cpp_wrapper": cpp_wrapper}
     with torch._inductor.config.patch(patch):
         got = torch.compile(model)(x, s)

@@ -109,16 +109,16 @@ def main(argv: list[str] | None = None) -> int:
     rank = int(os.environ["RANK"])
     dist.init_process_group(args.backend)
     if args.backend == "nccl":
-        import gpu_models
+        from testmodels import gpu
 
         torch.cuda.set_device(rank)
-        _, inputs = gpu_models.build(args.model)
+        _, inputs = gpu.build(args.model)
         compiled = torch._inductor.aoti_load_package(args.package, device_index=rank)
         check = torch.ones(1, device="cuda")
     else:
-        import models
+        from testmodels import small
 
-        _, inputs = models.build(args.model)
+        _, inputs = small.build(args.model)
         compiled = torch._inductor.aoti_load_package(args.package)
         check = torch.ones(1)
     compiled(*inputs)

@@ -14,10 +14,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import finding_models
-import models
 import pytest
 import torch
+from testmodels import findings, small
 
 import aoti_debug_printer
 from aoti_debug_printer._cli import main as cli
@@ -62,7 +61,7 @@ def run_to_a_finding(package, model: str, dump: Path, device: str = "cpu", **fou
     """Compiles `model` at level 1, runs it once into `dump` with the finder
     `found_by` on (trap=1, guard=2), which stops the run; returns the .pt2."""
     path = package(model, 1, device=device)
-    _, inputs = models.build(model, device)
+    _, inputs = small.build(model, device)
     with aoti_debug_printer.options(dump_dir=dump, **found_by), pytest.raises(RuntimeError):
         torch._inductor.aoti_load_package(str(path))(*inputs)
     return path
@@ -88,7 +87,7 @@ def test_a_trap_finding_reproduces_the_nan(package, tmp_path, capfd, device):
 def test_a_guard_finding_of_an_op_changing_its_input_reproduces(package, tmp_path, capfd, device):
     dump = tmp_path / "dump"
     path = run_to_a_finding(package, "undeclared_mutation", dump, device, guard=1)
-    write(dump, path, tmp_path / "repro", "--import", "models", capfd=capfd)
+    write(dump, path, tmp_path / "repro", "--import", "testmodels.small", capfd=capfd)
     shutil.rmtree(dump)
     ran = run_alone(tmp_path / "repro", tmp_path / "alone", op_module=True)
     assert ran.returncode == 1, ran.stdout + ran.stderr
@@ -101,7 +100,7 @@ def test_a_guard_finding_of_a_kernel_writing_past_its_output_reproduces(package,
     at guard=2 the guard names it, and its repro sees the write land outside."""
     dump = tmp_path / "dump"
     path = run_to_a_finding(package, "writes_past", dump, guard=2)
-    write(dump, path, tmp_path / "repro", "--import", "models", capfd=capfd)
+    write(dump, path, tmp_path / "repro", "--import", "testmodels.small", capfd=capfd)
     ran = run_alone(tmp_path / "repro", tmp_path / "alone", op_module=True)
     assert ran.returncode == 1, ran.stdout + ran.stderr
     # One row of 4 float32 past the output.
@@ -113,14 +112,12 @@ def test_a_guard_finding_of_a_kernel_writing_past_its_output_reproduces(package,
 @pytest.mark.parametrize("device", DEVICES)
 def test_a_correct_kernel_repro_passes_bit_for_bit(package, tmp_path, capfd, device):
     path = package("mlp", 1, device=device)
-    _, inputs = models.build("mlp", device)
+    _, inputs = small.build("mlp", device)
     dump = tmp_path / "dump"
     with aoti_debug_printer.options(dump_dir=dump):
         torch._inductor.aoti_load_package(str(path))(*inputs)
     generated = next(
-        r.raw["kernel"]
-        for r in load_dump(dump).records
-        if r.raw["kernel"].startswith(("cpp_", "triton_"))
+        r.kernel for r in load_dump(dump).records if r.kernel.startswith(("cpp_", "triton_"))
     )
     write(dump, path, tmp_path / "repro", "--kernel", generated, capfd=capfd)
     ran = run_alone(tmp_path / "repro", tmp_path / "alone")
@@ -137,14 +134,14 @@ def test_a_divergence_reproduces_and_a_fixed_kernel_passes(tmp_path, device, kin
     the value, affine grossly. The fix of affine, checked with --source:
     its constants put back."""
     torch.manual_seed(0)
-    model = finding_models.PostLNResidualMLP(plant_at=1, n=2)
+    model = findings.PostLNResidualMLP(plant_at=1, n=2)
     model.plant_kind = kind
     x = torch.randn(6, 32)
     program = torch.export.export(model.eval().to(device), (x.to(device),))
-    with finding_models.wrong_lowering(kind):
+    with findings.wrong_lowering(kind):
         found = aoti_debug_printer.first_divergence_from_eager(program, repro=tmp_path / "repro")
     assert found.first is not None and found.repro is not None
-    assert found.repro.kernel == found.first.record.raw["kernel"]
+    assert found.repro.kernel == found.first.record.kernel
     assert "planted" in found.repro.kernel
     ran = run_alone(tmp_path / "repro", tmp_path / "alone")
     assert ran.returncode == 1, ran.stdout + ran.stderr
@@ -206,7 +203,7 @@ def test_a_triton_kernel_writing_past_its_output_reproduces(tmp_path, capfd):
 
 def test_bad_requests_get_one_line_and_exit_2(package, tmp_path):
     path = package("nan_maker", 1)
-    _, inputs = models.build("nan_maker")
+    _, inputs = small.build("nan_maker")
     dump = tmp_path / "dump"
     with aoti_debug_printer.options(dump_dir=dump):  # a run with no finding
         torch._inductor.aoti_load_package(str(path))(*inputs)

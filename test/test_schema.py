@@ -1,7 +1,8 @@
-"""The record schema's version: every record kind the shim writes carries
-it, the one reader reads what it wrote back, refuses a newer version in one
-line naming the file and line, and reads records from before versions with
-a note."""
+"""The record schema: every record kind the shim writes carries its version,
+the one reader reads each back into its typed record (codes, not words),
+refuses a newer version or a mistyped field in one line naming the file and
+line, and reads records of schema 1 and from before versions, with a
+note."""
 
 from __future__ import annotations
 
@@ -14,6 +15,19 @@ import torch
 import aoti_debug_printer
 from aoti_debug_printer import _C
 from aoti_debug_printer._dumps import load_dump
+from aoti_debug_printer._records import (
+    EnvironmentRecord,
+    GuardKind,
+    GuardRecord,
+    LaunchRecord,
+    Phase,
+    Reason,
+    Role,
+    ScalarRecord,
+    TensorRecord,
+    TrapRecord,
+    parse,
+)
 
 KERNEL = "cpp_fused_0"
 
@@ -24,7 +38,7 @@ def one_run_of_every_kind(level_1: bool, trap: bool) -> None:
     action = _C.SAVE if level_1 else _C.PRINT
     announce = 0 if level_1 else _C.ANNOUNCE  # launch records, as at level 3
     _C.begin_run()
-    _C.record(action, _C.MODEL_INPUT, "", "arg0_1", torch.ones(3))
+    _C.record(action, _C.MODEL_INPUT, "", "arg0_1", torch.ones(3), why=Reason.MODEL_INPUT.why())
     _C.launch(_C.BEFORE_LAUNCH, KERNEL, announce)
     _C.record(action, _C.BEFORE_LAUNCH, KERNEL, "in_ptr0", torch.ones(3), role=_C.ROLE_READ)
     _C.record(action, _C.BEFORE_LAUNCH, KERNEL, "ks0", 3)
@@ -69,9 +83,9 @@ def test_every_record_kind_states_the_schema(records_file, dump):
 @pytest.mark.parametrize("source", ["records_file", "dump"])
 def test_the_reader_reads_back_what_was_written(source, request):
     read = load_dump(request.getfixturevalue(source))
-    written = [(r.raw["phase"], r.raw["arg"]) for r in read.records]
+    written = [(r.phase, r.arg) for r in read.records]
     assert ("model_input", "arg0_1") in written and ("after_launch", "out_ptr0") in written
-    assert any(e["event"] == "trap" for e in read.events)
+    assert any(isinstance(e, TrapRecord) for e in read.events)
     assert not read.skipped
 
 
@@ -99,3 +113,101 @@ def test_records_from_before_versions_are_read_with_a_note(dump, caplog):
         read = load_dump(dump)
     assert read.records
     assert f"{len(lines)} record(s) written before records carried a schema version" in caplog.text
+
+
+@pytest.mark.parametrize("source", ["records_file", "dump"])
+def test_every_record_kind_reads_back_typed(source, request):
+    read = load_dump(request.getfixturevalue(source))
+    by_arg = {}  # each argument's own record (the trap saves copies of the inputs after it)
+    for r in read.records:
+        by_arg.setdefault(r.arg, r.tensor)
+    assert by_arg["arg0_1"].phase is Phase.MODEL_INPUT
+    assert by_arg["arg0_1"].reason is Reason.MODEL_INPUT and by_arg["arg0_1"].reason.constant
+    assert by_arg["in_ptr0"].role is Role.READ and by_arg["in_ptr0"].stats.finite == 3
+    out = by_arg["out_ptr0"]
+    assert (out.phase, out.role, out.node, out.stats.nan) == (
+        Phase.AFTER_LAUNCH,
+        Role.WRITE,
+        "relu",
+        1,
+    )
+    (scalar,) = [e for e in read.events if isinstance(e, ScalarRecord)]
+    assert (scalar.arg, scalar.type, scalar.value) == ("ks0", "int64", "3")
+    (trap,) = read.findings()
+    assert isinstance(trap, TrapRecord) and trap.kernel == KERNEL and trap.nan == 1
+    assert [i.arg for i in trap.inputs] == ["in_ptr0"]
+    assert isinstance(trap.inputs[0], TensorRecord) and trap.inputs[0].stats.finite == 3
+    if source == "records_file":
+        assert sum(isinstance(e, LaunchRecord) for e in read.events) == 2
+    else:
+        (environment,) = read.environments.values()
+        assert isinstance(environment, EnvironmentRecord) and environment.device == "cpu"
+
+
+def test_a_guard_record_reads_back_typed(tmp_path):
+    """The write guard's finding, as the shim writes it, with its kind a code."""
+    t = torch.ones(4)
+    with aoti_debug_printer.options(dump_dir=tmp_path, guard=1):
+        _C.begin_run()
+        _C.launch(_C.BEFORE_LAUNCH, KERNEL, 0)
+        _C.record(_C.SAVE, _C.BEFORE_LAUNCH, KERNEL, "in_ptr0", t, role=_C.ROLE_READ)
+        _C.launch(_C.AFTER_LAUNCH, KERNEL, 0)
+        t[2] = 5.0  # the kernel wrote an argument it only reads
+        with pytest.raises(RuntimeError, match="changed in_ptr0"):
+            _C.record(_C.SAVE, _C.AFTER_LAUNCH, KERNEL, "in_ptr0", t, role=_C.ROLE_READ)
+        _C.end_run()
+    (guard,) = load_dump(tmp_path).findings()
+    assert isinstance(guard, GuardRecord)
+    assert guard.kind is GuardKind.READ_ONLY_ARGUMENT_CHANGED
+    assert (guard.arg, guard.changed, guard.first_index) == ("in_ptr0", 1, 2)
+    assert set(guard.files) == {"before launch", "after launch"}
+
+
+def test_schema_1_upstream_records_and_reasons_read_as_codes():
+    """Schema 1 wrote upstream's message as the phase and reasons as words."""
+    upstream = parse(
+        {
+            "event": "tensor",
+            "schema": 1,
+            "phase": "before_launch - k",
+            "kernel": "k",
+            "arg": "buf0",
+            "why": "model input",
+        }
+    )
+    assert upstream.phase is Phase.UPSTREAM and upstream.label == "before_launch - k"
+    assert upstream.reason is Reason.MODEL_INPUT
+    worded = parse(
+        {
+            "event": "tensor",
+            "schema": 1,
+            "phase": "after_launch",
+            "kernel": "k",
+            "arg": "buf1",
+            "why": "an intermediate value of node mul (mul_1)",
+        }
+    )
+    assert worded.reason is None and worded.reason_text.startswith("an intermediate value")
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ({"launch": "7"}, "'launch' that is not int"),
+        ({"phase": "sideways"}, "'phase' of 'sideways', not a known code"),
+        ({"role": "reads"}, "'role' of 'reads', not a known code"),
+        ({"stats": [1, 2]}, "'stats' that is not an object"),
+        ({"event": "sparkle"}, "a record of unknown kind 'sparkle'"),
+    ],
+)
+def test_a_mistyped_field_is_refused_in_one_line_naming_file_and_line(dump, change, said):
+    manifest = dump / "manifest.jsonl"
+    lines = manifest.read_text().splitlines()
+    n = next(i for i, line in enumerate(lines) if json.loads(line)["event"] == "tensor")
+    lines[n] = json.dumps({**json.loads(lines[n]), **change})
+    manifest.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError) as refused:
+        load_dump(dump)
+    message = str(refused.value)
+    assert message.startswith(f"{manifest}:{n + 1}: ") and said in message, message
+    assert "\n" not in message

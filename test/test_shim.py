@@ -399,8 +399,8 @@ def test_two_processes_with_one_pid_keep_their_runs_apart(tmp_path):
             pytest.skip(f"no PID namespace here: {done.stderr.strip().splitlines()[-1]}")
         assert done.returncode == 0, done.stderr
     d = load_dump(dump)
-    assert {r.raw["pid"] for r in d.records} == {1}
-    assert len({r.raw["process"] for r in d.records}) == 2
+    assert {r.tensor.pid for r in d.records} == {1}
+    assert len({r.tensor.process for r in d.records}) == 2
     assert sorted({r.run for r in d.records}) == [0, 1] and len(d.records) == 4
 
 

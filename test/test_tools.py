@@ -10,12 +10,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-import models
 import pytest
 import torch
 from test_aoti import run
+from testmodels import small
 
 import aoti_debug_printer
+from aoti_debug_printer._records import Phase
 
 pytestmark = pytest.mark.slow
 
@@ -72,7 +73,7 @@ def test_compare_finds_the_first_kernel_that_diverges(level1_dump, tmp_path):
     ), diff.stdout
     assert re.search(r"largest absolute 1\b", diff.stdout)
     c = aoti_debug_printer.compare(a, b)
-    assert c.first.a.raw["kernel"] == target["kernel"] and c.first.max_abs == pytest.approx(1.0)
+    assert c.first.a.kernel == target["kernel"] and c.first.max_abs == pytest.approx(1.0)
     # Introduced there: what its kernel read matched.
     assert c.first.inputs_rms < c.first.bar_rms < c.first.rel_rms
 
@@ -93,12 +94,12 @@ def test_compare_records_by_statistics(package, tmp_path):
         out = tmp_path / f"{name}.jsonl"
         with aoti_debug_printer.options(output=out, format="jsonl"):
             compiled = torch._inductor.aoti_load_package(str(package("mlp", 2)))
-            _, (x,) = models.build("mlp")
+            _, (x,) = small.build("mlp")
             compiled(x * scale)
         files.append(out)
     c = aoti_debug_printer.compare(*files)
     # The inputs differ, so the model input is the first divergence, by statistics.
-    assert c.first.a.raw["phase"] == "model_input"
+    assert c.first.a.phase is Phase.MODEL_INPUT
     assert {"mean", "max"} <= set(c.first.moved)
     assert len(c.diverged) > 1
 
@@ -173,17 +174,15 @@ def test_first_divergence_from_eager_names_the_wrong_kernel(wrong_lowering, tmp_
     torch.export.save(program, path)
     d = aoti_debug_printer.first_divergence_from_eager(path)
     assert d.first is not None
-    kernel = d.first.record.raw["kernel"]
+    kernel = d.first.record.kernel
     assert kernel.startswith("cpp_fused_") and "tanh" in kernel, kernel
     # The mm before it matched eager.
-    assert any(
-        m.record.raw["kernel"] == "aoti_torch_cpu_mm_out" and not m.diverged for m in d.matches
-    )
+    assert any(m.record.kernel == "aoti_torch_cpu_mm_out" and not m.diverged for m in d.matches)
     assert d.first.own.value.max > 0.01 and d.first.own.diverged
 
 
 def test_first_divergence_from_eager_finds_none_in_a_correct_model(tmp_path):
-    model, inputs = models.build("mlp")
+    model, inputs = small.build("mlp")
     path = tmp_path / "mlp.pt2"
     torch.export.save(torch.export.export(model, inputs), path)
     done = cli("diverge", path)

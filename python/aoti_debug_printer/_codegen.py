@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ._filter import KernelFilter
+from ._options import shim
 from ._provenance import Held, Provenance, Writes
 
 log = logging.getLogger(__name__)
@@ -35,10 +36,12 @@ _PY_MODULE = "_aoti_debug_printer"
 # _repro, which reads it back from the package).
 CALL_COMMENT = "// aoti-debug-printer call "
 
-# Values of the C enums in aoti_debug_printer.h.
-SAVE, PRINT, WATCH = 1, 2, 3
-BEFORE_LAUNCH, AFTER_LAUNCH, MODEL_INPUT = 0, 1, 2
-ANNOUNCE, SYNC_BY_DEFAULT, UNSELECTED, WRITES_UNSEEN = 1, 2, 4, 8
+# The C header's codes, as _C exports them: the numbers generated code passes.
+_abi = shim()
+SAVE, PRINT, WATCH = _abi.SAVE, _abi.PRINT, _abi.WATCH
+BEFORE_LAUNCH, AFTER_LAUNCH, MODEL_INPUT = _abi.BEFORE_LAUNCH, _abi.AFTER_LAUNCH, _abi.MODEL_INPUT
+ANNOUNCE, SYNC_BY_DEFAULT = _abi.ANNOUNCE, _abi.SYNC_BY_DEFAULT
+UNSELECTED, WRITES_UNSEEN = _abi.UNSELECTED, _abi.WRITES_UNSEEN
 
 
 class IntermediateValueDebuggingLevel(Enum):
@@ -48,6 +51,22 @@ class IntermediateValueDebuggingLevel(Enum):
     SAVE_ONLY = "1"
     PRINT_ONLY = "2"
     PRINT_KERNEL_NAMES_ONLY = "3"
+
+    @property
+    def action(self) -> int | None:
+        """What the records of a model compiled at this level do: the one
+        mapping from levels to the code generated code passes (the shim maps
+        back, settings.h: level_of_action). Level 3 notes the arguments
+        before launch only, so that a CUDA error found after the kernel can
+        say what it was given; its launch events carry SYNC_BY_DEFAULT."""
+        return _ACTION_OF_LEVEL.get(self)
+
+
+_ACTION_OF_LEVEL = {
+    IntermediateValueDebuggingLevel.SAVE_ONLY: SAVE,
+    IntermediateValueDebuggingLevel.PRINT_ONLY: PRINT,
+    IntermediateValueDebuggingLevel.PRINT_KERNEL_NAMES_ONLY: WATCH,
+}
 
 
 @cache
@@ -215,6 +234,23 @@ class DebugPrinterManager:
         self._writes_of_call = None
         self._op_call = None
 
+    def set_call(
+        self,
+        args: list[str],
+        kernel_name: str,
+        made_by_call: frozenset[str] = frozenset(),
+        writes: Writes | None = None,
+        op_call: dict | None = None,
+    ) -> None:
+        """set_printer_args for an op's call (a fallback, a custom op), with
+        what the caller knows of it: the arguments the call itself makes
+        (recorded after it only), what it writes (from the op's schema) and
+        the call in its schema's order (for the call comment)."""
+        self.set_printer_args(args, kernel_name, None, None, "extern")
+        self._outputs_made_by_call |= made_by_call
+        self._writes_of_call = writes
+        self._op_call = op_call
+
     def _names(self) -> list[str]:
         args = [
             a[4:] if isinstance(a, str) and a.startswith("out=") else a
@@ -236,7 +272,7 @@ class DebugPrinterManager:
 
     def __enter__(self):
         names = self._names()
-        if self._action() is not None and not self._skip_kernel:
+        if self.debug_printer_level.action in (SAVE, PRINT) and not self._skip_kernel:
             self._held = self._provenance.kernel_call(
                 self.kernel_name, [_label(n) for n in names], self._writes_of_call
             )
@@ -256,7 +292,7 @@ class DebugPrinterManager:
         not rebuild them)."""
         import json
 
-        if not self._cpp():
+        if not self._emitter.keeps_call_comments:
             return
         if self._op_call is not None:
             call = {"kernel": self.kernel_name, **self._op_call}
@@ -279,12 +315,12 @@ class DebugPrinterManager:
     def _perform_debug_print_or_save_helper(
         self, args_to_print_or_save, kernel_name, before_launch, arg_signatures=None
     ) -> None:
-        level = self.debug_printer_level
-        if level is IntermediateValueDebuggingLevel.OFF or self._skip_kernel:
+        action = self.debug_printer_level.action
+        if action is None or self._skip_kernel:
             return
         selected = self.kernel_filter(kernel_name)
         phase = BEFORE_LAUNCH if before_launch else AFTER_LAUNCH
-        names_only = level is IntermediateValueDebuggingLevel.PRINT_KERNEL_NAMES_ONLY
+        names_only = action == WATCH
         flags = (
             (ANNOUNCE if selected and names_only else 0)
             | (SYNC_BY_DEFAULT if names_only else 0)
@@ -294,22 +330,20 @@ class DebugPrinterManager:
         # Every kernel gets both events, selected or not: launch indices do
         # not depend on the filter, and the after event is where the shim
         # checks for CUDA errors when syncing.
-        self._emit_launch(phase, kernel_name, flags)
+        self._writeline(self._emitter.launch(phase, kernel_name, flags))
         if not selected:
             return
         if before_launch:
             self._write_call_comment()
-        if level is IntermediateValueDebuggingLevel.SAVE_ONLY:
+        if action == SAVE:
             self.codegen_intermediate_tensor_value_save(
                 args_to_print_or_save, kernel_name, before_launch, arg_signatures
             )
-        elif level is IntermediateValueDebuggingLevel.PRINT_ONLY:
+        elif action == PRINT:
             self.codegen_intermediate_tensor_value_print(
                 args_to_print_or_save, kernel_name, before_launch, arg_signatures
             )
         elif before_launch:
-            # Level 3 notes the arguments, so that a CUDA error found after
-            # the kernel can say what it was given.
             self._codegen_records(WATCH, args_to_print_or_save, kernel_name, before_launch)
 
     def codegen_model_inputs_value_print(self, input_args_to_print: list[str]) -> None:
@@ -317,7 +351,7 @@ class DebugPrinterManager:
         start of a run. Levels 1 and 2 also record the inputs themselves."""
         from torch._inductor.virtualized import V
 
-        if self.debug_printer_level is IntermediateValueDebuggingLevel.OFF:
+        if self.debug_printer_level.action is None:
             return
         self._write_preamble()
         self._run_started = True
@@ -339,76 +373,25 @@ class DebugPrinterManager:
         phase = BEFORE_LAUNCH if before_launch else AFTER_LAUNCH
         held = self._held[0 if before_launch else 1]
         for arg in args:
-            self._writeline(self._record(action, phase, kernel_name, arg, held.get(_label(arg))))
+            self._writeline(
+                self._emitter.record(action, phase, kernel_name, arg, held.get(_label(arg)))
+            )
 
     # -- emitted code ----------------------------------------------------------
 
-    @staticmethod
-    def _cpp() -> bool:
+    @property
+    def _emitter(self) -> _Emitter:
+        """The emitter of the wrapper being generated: C++ (AOTInductor,
+        cpp_wrapper) or Python (the JIT wrapper)."""
         from torch._inductor.virtualized import V
 
-        return bool(V.graph.cpp_wrapper)
-
-    def _action(self) -> int | None:
-        return {
-            IntermediateValueDebuggingLevel.SAVE_ONLY: SAVE,
-            IntermediateValueDebuggingLevel.PRINT_ONLY: PRINT,
-        }.get(self.debug_printer_level)
-
-    def _record(
-        self, action: int, phase: int, kernel: str, arg: str, held: Held | None = None
-    ) -> str:
-        """One record's line; `held`: what the argument holds (see _provenance)."""
-        label = _label(arg)
-        role, node, why, formula = held or (0, "", "", "")
-        if self._cpp():
-            extra = (f", {_c_string(node)}, {_c_string(why)}, {role}" if held else "") + (
-                f", {_c_string(formula)}" if formula else ""
-            )
-            return (
-                f"aoti_debug_printer::value(AOTI_DEBUG_PRINTER_API, {action}, {phase}, "
-                f"{_c_string(kernel)}, {_c_string(label)}, {arg}{extra});"
-            )
-        extra = (f", {node!r}, {why!r}, {role}" if held else "") + (
-            f", formula={formula!r}" if formula else ""
-        )
-        return f"{_PY_MODULE}.record({action}, {phase}, {kernel!r}, {label!r}, {arg}{extra})"
-
-    def _api_call(self, function: str, *args: str | int | bool) -> str:
-        """One call of the shim's API in the wrapper's language (strings are
-        kernel names, quoted for that language)."""
-        if self._cpp():
-            cpp = ", ".join(_c_string(a) if isinstance(a, str) else str(int(a)) for a in args)
-            return (
-                f"if (auto* aoti_debug_printer_api_ = AOTI_DEBUG_PRINTER_API) "
-                f"aoti_debug_printer_api_->{function}({cpp});"
-            )
-        return f"{_PY_MODULE}.{function}({', '.join(repr(a) for a in args)})"
-
-    def _emit_launch(self, phase: int, kernel: str, flags: int) -> None:
-        if self._cpp():
-            # The header's helper throws on a CUDA error, ending the run.
-            line = (
-                f"aoti_debug_printer::launch(AOTI_DEBUG_PRINTER_API, {phase}, "
-                f"{_c_string(kernel)}, {flags});"
-            )
-        else:
-            line = self._api_call("launch", phase, kernel, flags)
-        self._writeline(line)
+        return _CPP if V.graph.cpp_wrapper else _PYTHON
 
     def _run_start_lines(self, inputs: list[str]) -> list[str]:
-        action = self._action()
-        if self._cpp():
-            # Declared in the run's own scope: the run ends where it returns
-            # or throws, and every record is written by then.
-            lines = [
-                "aoti_debug_printer::Run aoti_debug_printer_run_(AOTI_DEBUG_PRINTER_API, "
-                f"{_c_string(inductor_config_digest())});"
-            ]
-        else:
-            lines = [f"{_PY_MODULE}.begin_run(inductor_config={inductor_config_digest()!r})"]
-        if action is not None:
-            lines += [self._record(action, MODEL_INPUT, "", name) for name in inputs]
+        lines = [self._emitter.begin_run(inductor_config_digest())]
+        action = self.debug_printer_level.action
+        if action in (SAVE, PRINT):
+            lines += [self._emitter.record(action, MODEL_INPUT, "", name) for name in inputs]
         return lines
 
     def _write_preamble(self) -> None:
@@ -417,18 +400,14 @@ class DebugPrinterManager:
         if self._preamble_written:
             return
         self._preamble_written = True
-        wrapper = V.graph.wrapper_code
-        if self._cpp():
-            wrapper.header.splice(_cpp_preamble())
-        else:
-            wrapper.header.writeline(f"import aoti_debug_printer._C as {_PY_MODULE}")
+        V.graph.wrapper_code.header.splice(self._emitter.preamble())
 
     def _writeline(self, line: str) -> None:
         from torch._inductor.virtualized import V
 
         self._write_preamble()
         wrapper = V.graph.wrapper_code
-        if not self._cpp() and not self._run_started:
+        if not self._run_started and not self._emitter.has_input_hook:
             self._start_python_run(wrapper)
         wrapper.writeline(line)
 
@@ -499,6 +478,95 @@ def _returns_one_tensor(op) -> bool:
     )
 
 
+class _Emitter:
+    """The code of each call to the shim, in one wrapper language."""
+
+    # The wrapper calls codegen_model_inputs_value_print where its inputs
+    # are unpacked (the C++ wrapper); else the run starts at the end of the
+    # prefix (_start_python_run).
+    has_input_hook: bool
+    # The package keeps the wrapper's source, and with it the call comments
+    # `aoti-debug repro` reads.
+    keeps_call_comments: bool
+
+    def preamble(self) -> str:
+        raise NotImplementedError
+
+    def begin_run(self, inductor_config: str) -> str:
+        raise NotImplementedError
+
+    def launch(self, phase: int, kernel: str, flags: int) -> str:
+        raise NotImplementedError
+
+    def record(
+        self, action: int, phase: int, kernel: str, arg: str, held: Held | None = None
+    ) -> str:
+        """One record's line; `held`: what the argument holds (see _provenance)."""
+        raise NotImplementedError
+
+
+class _CppEmitter(_Emitter):
+    """AOTInductor's and cpp_wrapper's C++: calls through the table that the
+    header (spliced into the wrapper) loads."""
+
+    has_input_hook = True
+    keeps_call_comments = True
+
+    def preamble(self) -> str:
+        return _cpp_preamble()
+
+    def begin_run(self, inductor_config: str) -> str:
+        # Declared in the run's own scope: the run ends where it returns or
+        # throws, and every record is written by then.
+        return (
+            "aoti_debug_printer::Run aoti_debug_printer_run_(AOTI_DEBUG_PRINTER_API, "
+            f"{_c_string(inductor_config)});"
+        )
+
+    def launch(self, phase: int, kernel: str, flags: int) -> str:
+        # The header's helper throws on a CUDA error, ending the run.
+        return (
+            f"aoti_debug_printer::launch(AOTI_DEBUG_PRINTER_API, {phase}, "
+            f"{_c_string(kernel)}, {flags});"
+        )
+
+    def record(self, action, phase, kernel, arg, held=None) -> str:
+        role, node, why, formula = held or (0, "", "", "")
+        extra = (f", {_c_string(node)}, {_c_string(why)}, {role}" if held else "") + (
+            f", {_c_string(formula)}" if formula else ""
+        )
+        return (
+            f"aoti_debug_printer::value(AOTI_DEBUG_PRINTER_API, {action}, {phase}, "
+            f"{_c_string(kernel)}, {_c_string(_label(arg))}, {arg}{extra});"
+        )
+
+
+class _PythonEmitter(_Emitter):
+    """The JIT wrapper's Python: calls of aoti_debug_printer._C."""
+
+    has_input_hook = False
+    keeps_call_comments = False
+
+    def preamble(self) -> str:
+        return f"import aoti_debug_printer._C as {_PY_MODULE}"
+
+    def begin_run(self, inductor_config: str) -> str:
+        return f"{_PY_MODULE}.begin_run(inductor_config={inductor_config!r})"
+
+    def launch(self, phase: int, kernel: str, flags: int) -> str:
+        return f"{_PY_MODULE}.launch({phase}, {kernel!r}, {flags})"
+
+    def record(self, action, phase, kernel, arg, held=None) -> str:
+        role, node, why, formula = held or (0, "", "", "")
+        extra = (f", {node!r}, {why!r}, {role}" if held else "") + (
+            f", formula={formula!r}" if formula else ""
+        )
+        return f"{_PY_MODULE}.record({action}, {phase}, {kernel!r}, {_label(arg)!r}, {arg}{extra})"
+
+
+_CPP, _PYTHON = _CppEmitter(), _PythonEmitter()
+
+
 @contextmanager
 def fallback_call_records(wrapper, op, raw_args, output_args):
     """Records around a call of an op no C shim covers (custom ops among
@@ -546,8 +614,7 @@ def extern_alloc_records(wrapper, extern_kernel, args: list[str]):
     )
     made = [extern_kernel.get_name()] if one_tensor else []
     kernel = _op_name(op) if op is not None else extern_kernel.get_kernel_name()
-    printer.set_printer_args(list(args) + made, kernel, None, None, "extern")
-    printer._outputs_made_by_call |= frozenset(made)
+    printer.set_call(list(args) + made, kernel, made_by_call=frozenset(made))
     return printer
 
 
@@ -571,10 +638,7 @@ def _fallback_records_line():
             if self.kernel is None:
                 self.printer.__exit__(None, None, None)
                 return
-            self.printer.set_printer_args(self.args, self.kernel, None, None, "extern")
-            self.printer._outputs_made_by_call |= self.made_by_call
-            self.printer._writes_of_call = self.writes
-            self.printer._op_call = self.call
+            self.printer.set_call(self.args, self.kernel, self.made_by_call, self.writes, self.call)
             self.printer.__enter__()
 
     return FallbackCallRecords

@@ -15,12 +15,13 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ._dumps import Dump, Record, load_dump, reason_kind
+from ._dumps import Dump, Record, load_dump
 from ._numerics import K_JUMP, K_MAX, Environment, cross_floor, difference, format_environments
+from ._records import Phase
 
 # Which phases hold a kernel's results; before_launch holds its inputs (and
 # whatever memory its outputs had), which another compile may not share.
-COMPARED_PHASES = ("after_launch", "model_input")
+COMPARED_PHASES = (Phase.AFTER_LAUNCH, Phase.MODEL_INPUT)
 STATS = ("min", "max", "mean", "std", "absmax")
 COUNTS = ("nan", "pos_inf", "neg_inf", "finite")
 
@@ -104,12 +105,12 @@ def _close(x, y, rtol: float, atol: float) -> bool:
 
 
 def _compare_stats(d: Difference, rtol: float, atol: float) -> None:
-    sa, sb = d.a.stats or {}, d.b.stats or {}
+    sa, sb = d.a.stats, d.b.stats
     for key in COUNTS:
-        if sa.get(key) != sb.get(key):
+        if getattr(sa, key, None) != getattr(sb, key, None):
             d.moved.append(key)
     for key in STATS:
-        x, y = sa.get(key), sb.get(key)
+        x, y = getattr(sa, key, None), getattr(sb, key, None)
         if not _close(x, y, rtol, atol):
             d.moved.append(key)
         if x is not None and y is not None and not (math.isnan(x) or math.isnan(y)):
@@ -156,15 +157,15 @@ def _node_keyed(dump: Dump) -> tuple[dict[tuple, Record], dict[str, list[Record]
     unkeyed: dict[str, list[Record]] = {}
     seen: dict[tuple, int] = {}
     for r in dump.records:
-        if r.raw["phase"] == "model_input":
-            what = ("input", r.raw["arg"])
+        if r.phase is Phase.MODEL_INPUT:
+            what = ("input", r.arg)
         elif r.written and r.node:
             what = ("node", r.node)
         else:
             if r.written:
-                unkeyed.setdefault(reason_kind(r.why or "holds no single node"), []).append(r)
+                unkeyed.setdefault(r.tensor.reason_kind, []).append(r)
             continue
-        base = (r.raw.get("rank", -1), r.run, what)
+        base = (r.rank, r.run, what)
         n = seen.get(base, 0)
         seen[base] = n + 1
         keyed[(*base, n)] = r
@@ -180,18 +181,17 @@ def _inputs_of(dump: Dump) -> dict[tuple, set[tuple]]:
     """(rank, run, launch) -> what that launch read: the nodes its read
     arguments held before it, and the model inputs, as _node_keyed's `what`;
     UNNAMED where it read something else."""
-    model_inputs = {r.raw["arg"] for r in dump.records if r.raw["phase"] == "model_input"}
-    constants = ("model input", "not written by a kernel the printer saw")
+    model_inputs = {r.arg for r in dump.records if r.phase is Phase.MODEL_INPUT}
     reads: dict[tuple, set[tuple]] = {}
     for r in dump.records:
-        if r.raw["phase"] != "before_launch" or r.raw.get("role") not in ("read", "read_write"):
+        if r.phase is not Phase.BEFORE_LAUNCH or not r.role.reads:
             continue
-        key = (r.raw.get("rank", -1), r.run, r.raw["launch"])
+        key = (r.rank, r.run, r.launch)
         if r.node:
             reads.setdefault(key, set()).add(("node", r.node))
-        elif r.raw["arg"] in model_inputs:
-            reads.setdefault(key, set()).add(("input", r.raw["arg"]))
-        elif r.why not in constants:  # weights and constants are the same on both sides
+        elif r.arg in model_inputs:
+            reads.setdefault(key, set()).add(("input", r.arg))
+        elif not (r.tensor.reason and r.tensor.reason.constant):  # the same on both sides
             reads.setdefault(key, set()).add(UNNAMED)
     return reads
 
@@ -238,9 +238,9 @@ def compare(
     else:
         in_a = {}
         for r in da.records:
-            if r.raw["phase"] in COMPARED_PHASES:
+            if r.phase in COMPARED_PHASES:
                 in_a.setdefault(r.key, r)
-        in_b = {r.key: r for r in db.records if r.raw["phase"] in COMPARED_PHASES}
+        in_b = {r.key: r for r in db.records if r.phase in COMPARED_PHASES}
         not_comparable = {}
     env_a, env_b = da.environment(0), db.environment(0)
     reads = _inputs_of(da) if by_node else {}
@@ -254,17 +254,15 @@ def compare(
             only_a.append(ra)
             continue
         d = Difference(ra, rb)
-        dtype = ra.raw.get("dtype", "")
-        floor = cross_floor(dtype, (ra.raw["kernel"], rb.raw["kernel"]), (env_a, env_b))
-        same_meta = ra.raw.get("dtype") == rb.raw.get("dtype") and ra.raw.get(
-            "shape"
-        ) == rb.raw.get("shape")
+        dtype = ra.tensor.dtype
+        floor = cross_floor(dtype, (ra.kernel, rb.kernel), (env_a, env_b))
+        same_meta = ra.tensor.dtype == rb.tensor.dtype and ra.tensor.shape == rb.tensor.shape
         if ra.path is not None and rb.path is not None and (same_meta or by_node):
             _compare_tensors(d, ra.load(), rb.load(), by_node, rtol, atol)
         elif not same_meta:
             d.problem = (
-                f"{rb.raw.get('dtype')} {rb.raw.get('shape')} where A has "
-                f"{ra.raw.get('dtype')} {ra.raw.get('shape')}"
+                f"{rb.tensor.dtype} {rb.tensor.shape} where A has "
+                f"{ra.tensor.dtype} {ra.tensor.shape}"
             )
         else:
             _compare_stats(
@@ -275,7 +273,7 @@ def compare(
         # What its inputs carried in: the largest difference of the values
         # its kernel read, where both dumps hold them.
         rank, run = key[0], key[1]
-        launch = ra.raw["launch"]
+        launch = ra.launch
         for what in reads.get((rank, run, launch), ()):
             if what == UNNAMED:
                 # Read something no node names: it may carry any difference
@@ -308,16 +306,16 @@ def compare(
 
 
 def _where(r: Record) -> str:
-    return f"{r.raw['kernel'] or 'model input'} (launch {r.raw['launch']})"
+    return f"{r.kernel or 'model input'} (launch {r.launch})"
 
 
 def _what(d: Difference, by_node: bool) -> str:
     a, b = d.a, d.b
     if not by_node:
-        return f"{a.label}, launch {a.raw['launch']} in A"
-    if a.raw["phase"] == "model_input":
-        return f"model input {a.raw['arg']}"
-    return f"node {a.node}: A {_where(a)} {a.raw['arg']} vs B {_where(b)} {b.raw['arg']}"
+        return f"{a.label}, launch {a.launch} in A"
+    if a.phase is Phase.MODEL_INPUT:
+        return f"model input {a.arg}"
+    return f"node {a.node}: A {_where(a)} {a.arg} vs B {_where(b)} {b.arg}"
 
 
 def _ratio(d: Difference) -> str:
@@ -347,10 +345,10 @@ def format_comparison(c: Comparison, top: int = 10) -> str:
     else:
         lines.append(f"FIRST DIVERGENCE: {_what(first, by_node)}")
         lines.append("  " + (first.problem or _explain(first)))
-        if c.b.is_dir() and first.b.raw.get("kernel"):
+        if c.b.is_dir() and first.b.kernel:
             lines.append(
                 f"  a one-kernel repro of B's launch: aoti-debug repro {c.b} --package "
-                f"B.pt2 --launch {first.b.raw['launch']}  (B.pt2: the package B's run "
+                f"B.pt2 --launch {first.b.launch}  (B.pt2: the package B's run "
                 "loaded)"
             )
     if c.diverged:

@@ -28,8 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._dumps import Dump, Record, first_line, load_dump, reason_kind
+from ._dumps import Dump, Record, first_line, load_dump
 from ._numerics import Environment, Verdict, dtype_name, judge, scale_of
+from ._records import Phase
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +67,7 @@ class Divergence:
 
     def coverage(self) -> tuple[int, int, Counter]:
         """(values kernels wrote, of them compared, the rest by kind of reason)."""
-        reasons = Counter(reason_kind(why) for _, why in self.unmatched)
+        reasons = Counter(why for _, why in self.unmatched)
         return len(self.matches) + len(self.unmatched), len(self.matches), reasons
 
 
@@ -487,7 +488,7 @@ def match_dump(
         if formula is not None and r.path is not None:
             formulas.append((r, Formula(formula)))
         elif not r.node:
-            result.unmatched.append((r, r.why or "holds no single node's value"))
+            result.unmatched.append((r, r.tensor.reason_kind))
         elif r.node not in nodes:
             result.unmatched.append((r, "the node has no tensor value in eager"))
         elif r.path is None:
@@ -499,7 +500,7 @@ def match_dump(
             if r.node not in compiled:
                 compiled[r.node] = r.load()
                 first_of[r.node] = r
-    device = next((r.raw.get("device") for r in first_run if r.raw.get("device")), "cpu")
+    device = next((r.tensor.device for r in first_run if r.tensor.device), "cpu")
     env = result.environment or Environment.current(device)
     graph = _Graph(program)
     formats = _convolution_formats(graph, candidates, formulas)
@@ -695,7 +696,7 @@ def _memory_format(r: Record):
     (and not also the contiguous one), else None."""
     import torch
 
-    shape, stride = r.raw.get("shape"), r.raw.get("stride")
+    shape, stride = r.tensor.shape, r.tensor.stride
     if not (
         isinstance(shape, list)
         and isinstance(stride, list)
@@ -984,22 +985,22 @@ def first_divergence_from_eager(
 def _with_repro(result: Divergence, dump, package, repro, imports) -> Divergence:
     """Writes the repro of the first divergence, where asked and found:
     its kernel's launch, checked against the truth by the verdict's bar."""
-    from ._repro import CLOSE, FINITE, IN_BOUNDS, UNCHANGED, Finding, run_id, write_repro
+    from ._repro import CLOSE, FINITE, IN_BOUNDS, UNCHANGED, Finding, write_repro
 
     first = result.first
     if repro is None or first is None:
         return result
-    raw = first.record.raw
+    r = first.record
     checks = [FINITE, UNCHANGED, IN_BOUNDS] + ([CLOSE] if first.expected is not None else [])
     finding = Finding(
-        raw["kernel"],
-        raw["launch"],
-        raw["call"],
-        f"diverge: buffer {raw['arg']} = node {first.node} differs from eager beyond the bar "
+        r.kernel,
+        r.launch,
+        r.call,
+        f"diverge: buffer {r.arg} = node {first.node} differs from eager beyond the bar "
         f"({_relative(first.own)} times it)",
         checks,
-        raw["arg"],
-        run_id(raw),
+        r.arg,
+        r.tensor.run_id,
         first.expected,
         {"rms": first.own.bar_rms, "max": first.own.bar_max, "bad": first.own.benchmark.bad},
     )
@@ -1015,10 +1016,8 @@ def _inputs_of_the_run(dump: Dump, args: tuple, kwargs: dict, given: bool) -> tu
     import torch
     from torch.utils import _pytree as pytree
 
-    first = [r for r in dump.records if r.run == 0 and r.raw["phase"] == "model_input"]
-    saved = (
-        [r for r in first if r.raw.get("rank", -1) == first[0].raw.get("rank", -1)] if first else []
-    )
+    first = [r for r in dump.records if r.run == 0 and r.phase is Phase.MODEL_INPUT]
+    saved = [r for r in first if r.rank == first[0].rank] if first else []
     flat, spec = pytree.tree_flatten((tuple(args), dict(kwargs or {})))
     tensors = [i for i, x in enumerate(flat) if isinstance(x, torch.Tensor)]
     if not saved or any(r.path is None for r in saved) or len(saved) != len(tensors):
@@ -1034,7 +1033,7 @@ def _inputs_of_the_run(dump: Dump, args: tuple, kwargs: dict, given: bool) -> tu
         ):
             raise ProgramError(
                 f"the inputs given differ from those the dump's run had (tensor input {k}, "
-                f"{r.raw['arg']}): leave --inputs out to judge the run on its own inputs"
+                f"{r.arg}): leave --inputs out to judge the run on its own inputs"
             )
         flat[i] = value
     args, kwargs = pytree.tree_unflatten(flat, spec)
@@ -1063,10 +1062,10 @@ def format_divergence(d: Divergence) -> str:
     if first is None and drift is None:
         lines.append("no divergence from eager: every value's error is within the benchmark's bar")
     elif first is not None:
-        r = first.record.raw
+        r = first.record
         lines.append(
-            f"FIRST DIVERGENCE FROM EAGER: kernel {r['kernel']} (launch {r['launch']}), "
-            f"buffer {r['arg']} = node {first.node}"
+            f"FIRST DIVERGENCE FROM EAGER: kernel {r.kernel} (launch {r.launch}), "
+            f"buffer {r.arg} = node {first.node}"
         )
         lines.extend(_explain(first))
         if d.repro is not None:
@@ -1079,13 +1078,13 @@ def format_divergence(d: Divergence) -> str:
                 "--repro DIR"
             )
     else:
-        r = drift.record.raw
+        r = drift.record
         lines.append(
             "no divergence from eager: every kernel's own error is within the benchmark's bar"
         )
         lines.append(
             f"note: the error accumulated from the model inputs is beyond it, first at "
-            f"kernel {r['kernel']} (launch {r['launch']}), buffer {r['arg']} = node "
+            f"kernel {r.kernel} (launch {r.launch}), buffer {r.arg} = node "
             f"{drift.node}: the noise the run's settings allow, amplified more than in "
             "eager (docs/accuracy.md)"
         )
@@ -1096,9 +1095,9 @@ def format_divergence(d: Divergence) -> str:
     )
     for m in d.matches:
         mark = "DIVERGES" if m.own.diverged else "drift" if m.accumulated.diverged else "ok"
-        raw = m.record.raw
+        r = m.record
         lines.append(
-            f"  {raw['launch']:>6} {raw['kernel'][:44]:<44} {raw['arg'][:8]:<8} "
+            f"  {r.launch:>6} {r.kernel[:44]:<44} {r.arg[:8]:<8} "
             f"{m.node[:22]:<22} {_relative(m.own):>9} {_relative(m.accumulated):>9}  {mark}"
         )
     for why, n in reasons.most_common():

@@ -10,6 +10,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import _records
+from ._records import (
+    CudaErrorRecord,
+    EnvironmentRecord,
+    GuardRecord,
+    Phase,
+    Role,
+    Stats,
+    TensorRecord,
+    TrapRecord,
+)
+
 log = logging.getLogger("aoti_debug_printer")
 
 
@@ -21,39 +33,64 @@ def first_line(e: BaseException) -> str:
 
 @dataclass
 class Record:
-    """One tensor snapshot: where it was taken, its statistics, and (level 1)
-    the file that holds it."""
+    """One tensor snapshot of a dump: its record, the run it belongs to in
+    the dump's order, and (level 1) the file that holds it."""
 
-    raw: dict[str, Any]
+    tensor: TensorRecord
     run: int  # 0, 1, ... in the order the dump's runs appear
     path: Path | None = None
+
+    # The record's members the tools match and sort by.
+    @property
+    def phase(self) -> Phase:
+        return self.tensor.phase
+
+    @property
+    def kernel(self) -> str:
+        return self.tensor.kernel
+
+    @property
+    def arg(self) -> str:
+        return self.tensor.arg
+
+    @property
+    def launch(self) -> int:
+        return self.tensor.launch
+
+    @property
+    def call(self) -> int:
+        return self.tensor.call
+
+    @property
+    def rank(self) -> int:
+        return self.tensor.rank
+
+    @property
+    def role(self) -> Role:
+        return self.tensor.role
 
     @property
     def key(self) -> tuple:
         """What matches records of two dumps: rank, run, phase, kernel,
         argument and call index (never the launch index, which another
         compile may number differently)."""
-        r = self.raw
-        return (r.get("rank", -1), self.run, r["phase"], r["kernel"], r["arg"], r["call"])
+        t = self.tensor
+        return (t.rank, self.run, t.phase, t.label, t.kernel, t.arg, t.call)
 
     @property
     def node(self) -> str:
         """The exported program's node whose value this snapshot holds; ""
-        when it holds none (see `why`) or the dump predates provenance."""
-        return self.raw.get("node") or ""
-
-    @property
-    def why(self) -> str:
-        return self.raw.get("why") or ""
+        when it holds none (see `tensor.reason`) or the dump predates
+        provenance."""
+        return self.tensor.node
 
     @property
     def formula(self) -> dict[str, Any] | None:
         """How the value it holds is computed from the program's values,
         where it holds no single node's (see _provenance); None where the
         codegen wrote none."""
-        text = self.raw.get("formula")
         try:
-            formula = json.loads(text) if isinstance(text, str) else None
+            formula = json.loads(self.tensor.formula) if self.tensor.formula else None
         except ValueError:
             return None
         ok = isinstance(formula, dict) and isinstance(formula.get("steps"), list)
@@ -63,25 +100,21 @@ class Record:
     def written(self) -> bool:
         """A value its kernel wrote: an after-launch snapshot of an argument
         the kernel stored or changed."""
-        return self.raw["phase"] == "after_launch" and self.raw.get("role") in (
-            "write",
-            "read_write",
-        )
+        return self.tensor.written
 
     @property
     def label(self) -> str:
-        r = self.raw
-        where = f"{r['kernel']} {r['arg']}" if r["kernel"] else f"model input {r['arg']}"
-        call = f", call {r['call']}" if r["call"] >= 0 else ""
-        return f"{where} ({r['phase']}, run {self.run}{call})"
+        t = self.tensor
+        call = f", call {t.call}" if t.call >= 0 else ""
+        phase = t.label if t.phase is Phase.UPSTREAM else t.phase.value
+        return f"{t.label_text} ({phase}, run {self.run}{call})"
 
     @property
-    def stats(self) -> dict[str, Any] | None:
-        return self.raw.get("stats")
+    def stats(self) -> Stats | None:
+        return self.tensor.stats
 
     def non_finite(self) -> int:
-        s = self.stats or {}
-        return sum(s.get(k, 0) or 0 for k in ("nan", "pos_inf", "neg_inf"))
+        return self.stats.non_finite if self.stats else 0
 
     def load(self):
         """The snapshot's tensor; a ValueError naming the file where it is
@@ -108,10 +141,12 @@ class Record:
 class Dump:
     source: Path
     records: list[Record] = field(default_factory=list)
-    events: list[dict[str, Any]] = field(default_factory=list)  # launch, trap, cuda_error, ...
-    # (rank, run) -> the environment record of that run (level 1, this
-    # version on): the numerics settings it ran in.
-    environments: dict[tuple[int, int], dict[str, Any]] = field(default_factory=dict)
+    # The other records, in order: launches, scalars, and the findings
+    # (trap, guard, CUDA error).
+    events: list[_records.Record] = field(default_factory=list)
+    # (rank, run) -> the environment record of that run (level 1): the
+    # numerics settings it ran in.
+    environments: dict[tuple[int, int], EnvironmentRecord] = field(default_factory=dict)
     # What the reader skipped and why, one line each (a torn last line).
     skipped: list[str] = field(default_factory=list)
 
@@ -120,9 +155,9 @@ class Dump:
         record it."""
         from ._numerics import Environment
 
-        for (r, n), raw in self.environments.items():
+        for (r, n), record in self.environments.items():
             if n == run and (rank is None or r == rank):
-                return Environment.from_record(raw)
+                return Environment.from_record(record)
         return None
 
     def by_key(self) -> dict[tuple, Record]:
@@ -131,12 +166,16 @@ class Dump:
     @property
     def has_provenance(self) -> bool:
         """Whether the codegen told each record what it holds (role, node)."""
-        return any(r.raw.get("role") for r in self.records)
+        return any(r.role is not Role.UNKNOWN for r in self.records)
 
     def written_values(self) -> list[Record]:
         """The values kernels wrote, in launch order: what compare and
         diverge check."""
         return [r for r in self.records if r.written]
+
+    def findings(self) -> list[TrapRecord | GuardRecord | CudaErrorRecord]:
+        """The trap, guard and CUDA error records, in order."""
+        return [e for e in self.events if isinstance(e, _records.FINDINGS)]
 
 
 def load_dump(source: str | Path) -> Dump:
@@ -169,14 +208,13 @@ def load_dump(source: str | Path) -> Dump:
     if not torn_tail:
         lines.pop()
     dump = Dump(source)
-    schema = _record_schema()
     unversioned = 0
     runs: dict[tuple, int] = {}
     per_rank: dict[int, int] = {}
     for n, raw_line in enumerate(lines, 1):
         where = f"{text}:{n}"
         try:
-            raw = _record(raw_line, where, strict, schema)
+            record = _record(raw_line, where, strict)
         except ValueError:
             if torn_tail and n == len(lines):
                 dump.skipped.append(
@@ -186,35 +224,33 @@ def load_dump(source: str | Path) -> Dump:
                 log.warning("%s", dump.skipped[-1])
                 break
             raise
-        if raw is None:
+        if record is None:
             continue
-        unversioned += "schema" not in raw
-        if raw.get("event") not in ("tensor", "environment"):
-            dump.events.append(raw)
+        unversioned += record.schema is None
+        if not isinstance(record, (TensorRecord, EnvironmentRecord)):
+            dump.events.append(record)
             continue
         # Runs numbered per process and rank in order of appearance, so the
-        # first run of one dump meets the first of the other.
-        rank = raw.get("rank", -1)
-        # pid alone is not unique: two containers' processes may both be 1.
-        run_id = (raw.get("process"), raw.get("pid"), rank, raw.get("run", -1))
-        if run_id not in runs:
-            runs[run_id] = per_rank.get(rank, 0)
-            per_rank[rank] = runs[run_id] + 1
-        run = runs[run_id]
-        if raw["event"] == "environment":
-            dump.environments.setdefault((rank, run), raw)
+        # first run of one dump meets the first of the other. pid alone is
+        # not unique: two containers' processes may both be 1.
+        if record.run_id not in runs:
+            runs[record.run_id] = per_rank.get(record.rank, 0)
+            per_rank[record.rank] = runs[record.run_id] + 1
+        run = runs[record.run_id]
+        if isinstance(record, EnvironmentRecord):
+            dump.environments.setdefault((record.rank, run), record)
             continue
-        file = raw.get("file")
+        file = record.file
         if file is not None and not _is_plain_file_name(file):
             raise ValueError(f"{where}: names a file outside the dump ({file!r}); refused")
-        dump.records.append(Record(raw, run, base / file if file is not None else None))
+        dump.records.append(Record(record, run, base / file if file is not None else None))
     if unversioned:
         log.warning(
             "%s: %d record(s) written before records carried a schema version, read as "
             "version %d",
             source,
             unversioned,
-            schema,
+            _records.schema(),
         )
     if not dump.records and not dump.events:
         raise ValueError(f"{source} holds no record of aoti-debug-printer")
@@ -231,16 +267,10 @@ def load_dump(source: str | Path) -> Dump:
     return dump
 
 
-def _record_schema() -> int:
-    """The record schema this package writes and reads (the header's)."""
-    from ._options import shim
-
-    return int(shim().RECORD_SCHEMA)
-
-
-def _record(line: bytes, where: str, strict: bool, schema: int) -> dict[str, Any] | None:
+def _record(line: bytes, where: str, strict: bool) -> _records.Record | None:
     """One line's record; None for a line a records file may hold besides
-    records; a ValueError for anything else, a newer schema among it."""
+    records; a ValueError naming `where` for anything else, a newer schema
+    among it."""
     try:
         text = line.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -251,17 +281,10 @@ def _record(line: bytes, where: str, strict: bool, schema: int) -> dict[str, Any
         raw = json.loads(text)
     except json.JSONDecodeError as e:
         raise ValueError(f"{where}: not a JSON record ({e})") from None
-    if not isinstance(raw, dict) or "event" not in raw:
-        raise ValueError(f"{where}: not a record of aoti-debug-printer")
-    version = raw.get("schema", schema)
-    if type(version) is not int or version > schema:
-        raise ValueError(
-            f"{where}: record schema {version!r}, newer than this aoti-debug-printer "
-            f"reads ({schema}): read it with the release that wrote it, or a newer one"
-        )
-    if raw.get("event") == "tensor" and not {"phase", "kernel", "arg", "call"} <= raw.keys():
-        raise ValueError(f"{where}: a tensor record without phase, kernel, arg or call")
-    return raw
+    try:
+        return _records.parse(raw)
+    except ValueError as e:
+        raise ValueError(f"{where}: {e}") from None
 
 
 def _is_plain_file_name(name) -> bool:
@@ -280,21 +303,3 @@ def _looks_like_text(path: Path) -> bool:
     # Archives (.pt2, .pt, zip) hold NUL bytes in their first block; records never do.
     with open(path, "rb") as f:
         return b"\0" not in f.read(4096)
-
-
-# The kinds of reason a written value is not compared, from the codegen's
-# words (see _provenance) to one line each.
-_REASON_KINDS = (
-    ("never stores it", "its kernel never stores it (the value stays inside the kernel)"),
-    ("an intermediate value of node", "an intermediate value inside one node's decomposition"),
-    ("ends in", "a node whose decomposition ends in several values"),
-    ("made from several nodes", "made from several nodes"),
-    ("no single graph node", "no single graph node (a buffer Inductor made)"),
-    ("has no exported node", "a graph node with no exported node"),
-    ("changed in place", "changed in place by its kernel"),
-    ("is not known to the printer", "a kernel whose writes the printer does not know"),
-)
-
-
-def reason_kind(why: str) -> str:
-    return next((kind for key, kind in _REASON_KINDS if key in why), why)

@@ -420,8 +420,16 @@ _finder = _PostImportFinder()
 # path the code embeds) away from this one.
 _CACHE_TAG_PREFIX = "aoti-debug-printer-"
 # What decides the generated code: the code generator, the hooks that feed
-# it, and the header whose text (with the ABI version) the code embeds.
-GENERATOR_FILES = ("_codegen.py", "_provenance.py", "_install.py", "aoti_debug_printer.h")
+# it, the reason codes it writes, the filter's grammar (_filter wraps the
+# shim's), and the header whose text (with the ABI version) the code embeds.
+GENERATOR_FILES = (
+    "_codegen.py",
+    "_provenance.py",
+    "_records.py",
+    "_filter.py",
+    "_install.py",
+    "aoti_debug_printer.h",
+)
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import math
 from dataclasses import dataclass, fields
-from typing import Any
 
 # k: a value diverges when its error is more than k times the benchmark's,
 # plus the floor. RMSE as the minifier (2; 3 for half types, whose few
@@ -257,9 +256,11 @@ class Environment:
         return bool(self.tf32_matmul or self.matmul_precision in ("high", "medium"))
 
     @classmethod
-    def from_record(cls, raw: dict[str, Any]) -> Environment:
+    def from_record(cls, record) -> Environment:
+        """From a dump's EnvironmentRecord (_records)."""
         names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in raw.items() if k in names and v is not None})
+        values = {f.name: getattr(record, f.name) for f in fields(record)}
+        return cls(**{k: v for k, v in values.items() if k in names and v is not None})
 
     @classmethod
     def current(cls, device: str = "cpu") -> Environment:

@@ -53,9 +53,13 @@ import threading
 from dataclasses import dataclass
 
 from ._numerics import dtype_name
+from ._options import shim
+from ._records import Reason
 
-# Values of the role enum in aoti_debug_printer.h.
-ROLE_UNKNOWN, ROLE_READ, ROLE_WRITE, ROLE_READ_WRITE = 0, 1, 2, 3
+# The C header's role codes, as _C exports them: generated code passes them.
+_abi = shim()
+ROLE_UNKNOWN, ROLE_READ = _abi.ROLE_UNKNOWN, _abi.ROLE_READ
+ROLE_WRITE, ROLE_READ_WRITE = _abi.ROLE_WRITE, _abi.ROLE_READ_WRITE
 
 # Ops whose output holds the same elements, in the same row-major order, as
 # their input: a value that reaches the end of a decomposition only through
@@ -266,7 +270,7 @@ class _GraphFacts:
         if fx_node is None:
             return (
                 "",
-                "no single graph node (a buffer Inductor made, or a view)",
+                Reason.NO_GRAPH_NODE.why(),
                 self._variance_sum_formula(buffer)
                 or self._copy_formula(buffer)
                 or self._before_bias_formula(buffer),
@@ -429,16 +433,16 @@ class _GraphFacts:
         roots = _root_names(fx_node)
         if len(roots) != 1:
             return "", (
-                "made from several nodes: " + ", ".join(sorted(roots))
+                Reason.SEVERAL_NODES.why(", ".join(sorted(roots)))
                 if roots
-                else f"graph node {fx_node.name} has no exported node"
+                else Reason.NO_EXPORTED_NODE.why(fx_node.name)
             )
         root = next(iter(roots))
         exits = self.exits.get(root, [])
         if len(exits) != 1:
-            return "", f"node {root} ends in {len(exits)} values; which one it is, is not known"
+            return "", Reason.SEVERAL_VALUES.why(f"{root}, {len(exits)} values")
         if fx_node is not exits[0] and not self._reaches_exit_by_reshapes(fx_node, root, exits[0]):
-            return "", f"an intermediate value of node {root} ({fx_node.name})"
+            return "", Reason.INTERMEDIATE.why(f"of {root}: {fx_node.name}")
         return root, ""
 
     def formula_of(
@@ -646,7 +650,7 @@ class Provenance:
             unknown = (
                 ROLE_UNKNOWN,
                 "",
-                f"what {kernel_name} writes is not known to the printer",
+                Reason.WRITES_UNKNOWN.why(kernel_name),
                 "",
             )
             for name in names:
@@ -668,14 +672,14 @@ class Provenance:
                 after[name] = self._held[name] = (
                     ROLE_READ_WRITE,
                     "",
-                    f"changed in place by {kernel_name}",
+                    Reason.CHANGED_IN_PLACE.why(kernel_name),
                     "",
                 )
             elif name in writes.defined and name not in self._held:
-                before[name] = (ROLE_WRITE, "", "output, not yet written", "")
+                before[name] = (ROLE_WRITE, "", Reason.NOT_YET_WRITTEN.why(), "")
                 after[name] = self._held[name] = self._stored(facts, name, kernel_name)
             else:
-                why = "model input" if name in inputs else "not written by a kernel the printer saw"
+                why = (Reason.MODEL_INPUT if name in inputs else Reason.CONSTANT).why()
                 before[name] = after[name] = _read(self._held.get(name), why)
         return before, after
 
@@ -686,8 +690,7 @@ class Provenance:
             return (
                 ROLE_READ,
                 "",
-                f"{kernel_name} never stores it "
-                "(its value stays inside the kernel; the buffer keeps what it held)",
+                Reason.NEVER_STORED.why(kernel_name),
                 "",
             )
         return (ROLE_WRITE, *facts.value_of(name))

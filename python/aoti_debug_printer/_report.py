@@ -11,31 +11,31 @@ import math
 from pathlib import Path
 
 from ._dumps import Record, load_dump
+from ._records import Phase
 
 PLOT_W, PLOT_H, PAD = 960, 260, 40
 
 
 def _row(i: int, r: Record) -> dict:
-    s = r.stats or {}
-    raw = r.raw
+    t, s = r.tensor, r.stats
     return {
         "index": i,
-        "launch": raw.get("launch", -1),
+        "launch": t.launch,
         "run": r.run,
-        "rank": raw.get("rank", -1),
-        "phase": raw["phase"],
-        "kernel": raw["kernel"] or "(model input)",
-        "arg": raw["arg"],
-        "call": raw.get("call", -1),
-        "dtype": raw.get("dtype", ""),
-        "shape": raw.get("shape", []),
-        "absmax": s.get("absmax"),
-        "mean": s.get("mean"),
-        "std": s.get("std"),
-        "nan": s.get("nan", 0),
-        "pos_inf": s.get("pos_inf", 0),
-        "neg_inf": s.get("neg_inf", 0),
-        "file": raw.get("file", ""),
+        "rank": t.rank,
+        "phase": t.phase.value,
+        "kernel": t.kernel or "(model input)",
+        "arg": t.arg,
+        "call": t.call,
+        "dtype": t.dtype,
+        "shape": t.shape,
+        "absmax": s.absmax if s else None,
+        "mean": s.mean if s else None,
+        "std": s.std if s else None,
+        "nan": s.nan if s else 0,
+        "pos_inf": s.pos_inf if s else 0,
+        "neg_inf": s.neg_inf if s else 0,
+        "file": t.file or "",
     }
 
 
@@ -135,7 +135,7 @@ def _cell(key: str, value) -> str:
 
 def render(source: str | Path, title: str | None = None) -> str:
     dump = load_dump(source)
-    records = [r for r in dump.records if r.raw["phase"] in ("after_launch", "model_input")]
+    records = [r for r in dump.records if r.phase in (Phase.AFTER_LAUNCH, Phase.MODEL_INPUT)]
     rows = [_row(i, r) for i, r in enumerate(records)]
     anomaly = first_anomaly(rows)
     title = title or f"aoti-debug report: {Path(source).name}"
@@ -144,7 +144,7 @@ def render(source: str | Path, title: str | None = None) -> str:
     else:
         where = (
             "a model input"
-            if anomaly["phase"] == "model_input"
+            if anomaly["phase"] == Phase.MODEL_INPUT
             else f"kernel <b>{html.escape(anomaly['kernel'])}</b>"
         )
         headline = (

@@ -34,6 +34,17 @@ from typing import Any
 
 from ._codegen import CALL_COMMENT
 from ._dumps import Dump, Record, load_dump
+from ._records import (
+    CudaErrorRecord,
+    GuardKind,
+    GuardRecord,
+    Phase,
+    Role,
+    ScalarRecord,
+    TensorRecord,
+    TrapRecord,
+    WatchedArg,
+)
 
 # The checks repro.py knows, by code (its text says them in words).
 FINITE = "finite"  # written arguments gain no NaN/Inf
@@ -42,7 +53,6 @@ CLOSE = "close"  # a written argument is within a bar of the expected value
 NO_ERROR = "no_error"  # the launch raises no error (a CUDA fault)
 IN_BOUNDS = "in_bounds"  # nothing outside the tensor arguments changes
 
-_FINDING_EVENTS = ("trap", "guard", "cuda_error")
 _INTEGER = re.compile(r"-?[0-9]+(?:[uU]?[lL]{0,2})\Z")
 _FLOAT = re.compile(r"-?(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)(?:[eE][-+]?[0-9]+)?[fF]?\Z")
 
@@ -76,11 +86,6 @@ class Repro:
     seconds: float
 
 
-def run_id(raw: dict) -> tuple:
-    """Which run of which process a record belongs to."""
-    return (raw.get("process"), raw.get("pid"), raw.get("rank", -1), raw.get("run", -1))
-
-
 def finding_in(
     dump: Dump, kernel: str | None = None, launch: int | None = None, call: int | None = None
 ) -> Finding:
@@ -91,22 +96,21 @@ def finding_in(
         # A launch index names one call; a kernel alone means its first.
         want_call = call if call is not None else (0 if launch is None else None)
         for r in dump.records:
-            raw = r.raw
-            if raw["phase"] == "model_input" or r.run != 0:
+            if r.phase is Phase.MODEL_INPUT or r.run != 0:
                 continue
             if (
-                (launch is None or raw["launch"] == launch)
-                and (kernel is None or raw["kernel"] == kernel)
-                and (want_call is None or raw["call"] == want_call)
+                (launch is None or r.launch == launch)
+                and (kernel is None or r.kernel == kernel)
+                and (want_call is None or r.call == want_call)
             ):
-                what = f"kernel {raw['kernel']} (launch {raw['launch']}), as the user named it"
+                what = f"kernel {r.kernel} (launch {r.launch}), as the user named it"
                 return Finding(
-                    raw["kernel"],
-                    raw["launch"],
-                    raw["call"],
+                    r.kernel,
+                    r.launch,
+                    r.call,
                     what,
                     [FINITE, UNCHANGED, IN_BOUNDS],
-                    run_id=run_id(raw),
+                    run_id=r.tensor.run_id,
                 )
         named = " ".join(
             x
@@ -118,56 +122,45 @@ def finding_in(
             if x
         )
         raise ReproError(f"{dump.source}: no record of {named} in its first run")
-    for ev in dump.events:
-        kind = ev.get("event")
-        if kind not in _FINDING_EVENTS:
-            continue
-        where = (ev.get("kernel", ""), ev.get("launch", -1), ev.get("call", -1))
-        if kind == "trap":
-            if not where[0]:
+    for ev in dump.findings():
+        where = (ev.kernel, ev.launch, ev.call)
+        if isinstance(ev, TrapRecord):
+            if not ev.kernel:
                 raise ReproError(
                     f"{dump.source}: the trap found NaN/Inf in model input "
-                    f"{ev.get('arg')}: no kernel made it, there is none to repro"
+                    f"{ev.arg}: no kernel made it, there is none to repro"
                 )
-            return Finding(
-                *where,
-                ev.get("message", "NaN/Inf trap"),
-                [FINITE, IN_BOUNDS],
-                ev.get("arg", ""),
-                run_id(ev),
-            )
-        if kind == "guard":
-            what = "write guard: " + ev.get("message", "")
-            if ev.get("kind") == "read_only_argument_changed":
-                return Finding(*where, what, [UNCHANGED, IN_BOUNDS], ev.get("arg", ""), run_id(ev))
+            return Finding(*where, ev.message, [FINITE, IN_BOUNDS], ev.arg, ev.run_id)
+        if isinstance(ev, GuardRecord):
+            what = "write guard: " + ev.message
+            if ev.kind is GuardKind.READ_ONLY_ARGUMENT_CHANGED:
+                return Finding(*where, what, [UNCHANGED, IN_BOUNDS], ev.arg, ev.run_id)
             # Overwritten between its writer and its reader: the kernel that
             # did it, where the guard saw it (AOTI_DEBUG_PRINTER_GUARD=2).
-            culprit = re.fullmatch(r"(.+) \(launch ([0-9]+)\)", ev.get("culprit") or "")
+            culprit = re.fullmatch(r"(.+) \(launch ([0-9]+)\)", ev.culprit)
             if culprit is None:
                 raise ReproError(
-                    f"{dump.source}: the guard found {ev.get('arg')} overwritten before its reader "
+                    f"{dump.source}: the guard found {ev.arg} overwritten before its reader "
                     "read it, and did not see which kernel did it: run again with "
                     "AOTI_DEBUG_PRINTER_GUARD=2, whose record names it"
                 )
             kernel, launch = culprit.group(1), int(culprit.group(2))
             calls = [
-                r.raw["call"]
+                r.call
                 for r in dump.records
-                if r.raw.get("launch") == launch
-                and r.raw.get("kernel") == kernel
-                and run_id(r.raw) == run_id(ev)
+                if r.launch == launch and r.kernel == kernel and r.tensor.run_id == ev.run_id
             ]
             if not calls:
                 raise ReproError(
                     f"{dump.source}: no record of {kernel} (launch {launch}), which "
                     "the guard names: was its run saved at level 1?"
                 )
-            return Finding(kernel, launch, calls[0], what, [IN_BOUNDS, UNCHANGED], "", run_id(ev))
+            return Finding(kernel, launch, calls[0], what, [IN_BOUNDS, UNCHANGED], "", ev.run_id)
         return Finding(
             *where,
-            f"CUDA error after kernel {where[0]}: {ev.get('error', '')}",
+            f"CUDA error after kernel {ev.kernel}: {ev.error}",
             [NO_ERROR, FINITE, UNCHANGED, IN_BOUNDS],
-            run_id=run_id(ev),
+            run_id=ev.run_id,
         )
     raise ReproError(
         f"{dump.source} holds no trap, guard or CUDA error record: name the launch "
@@ -280,58 +273,59 @@ def read_package(path: str | Path) -> _Package:
 
 def _records_of_launch(
     dump: Dump, finding: Finding
-) -> tuple[list[Record], list[Record], list[dict]]:
+) -> tuple[list[Record], list[Record], list[ScalarRecord]]:
     """The launch's before- and after-launch tensor records, and its scalars."""
 
-    def here(raw):
+    def here(record) -> bool:
         return (
-            run_id(raw) == finding.run_id
-            and raw.get("kernel") == finding.kernel
-            and raw.get("launch") == finding.launch
+            record.run_id == finding.run_id
+            and record.kernel == finding.kernel
+            and record.launch == finding.launch
         )
 
-    before = [r for r in dump.records if r.raw["phase"] == "before_launch" and here(r.raw)]
-    after = [r for r in dump.records if r.raw["phase"] == "after_launch" and here(r.raw)]
-    scalars = [e for e in dump.events if e.get("event") == "scalar" and here(e)]
+    before = [r for r in dump.records if r.phase is Phase.BEFORE_LAUNCH and here(r.tensor)]
+    after = [r for r in dump.records if r.phase is Phase.AFTER_LAUNCH and here(r.tensor)]
+    scalars = [e for e in dump.events if isinstance(e, ScalarRecord) and here(e)]
     return before, after, scalars
 
 
 def _first_by_arg(records: list[Record]) -> dict[str, Record]:
     out: dict[str, Record] = {}
     for r in records:
-        out.setdefault(r.raw["arg"], r)
+        out.setdefault(r.arg, r)
     return out
 
 
-def _cuda_error_args(dump: Dump, finding: Finding) -> dict[str, dict]:
+def _cuda_error_args(dump: Dump, finding: Finding) -> dict[str, WatchedArg]:
     """A CUDA error record's arguments (layout, file), for a level-3 dump."""
     for ev in dump.events:
         if (
-            ev.get("event") == "cuda_error"
-            and ev.get("kernel") == finding.kernel
-            and ev.get("launch") == finding.launch
+            isinstance(ev, CudaErrorRecord)
+            and ev.kernel == finding.kernel
+            and ev.launch == finding.launch
         ):
-            return {a.get("arg"): a for a in ev.get("args") or [] if isinstance(a, dict)}
+            return {a.arg: a for a in ev.args}
     return {}
 
 
-def _tensor_argument(r: Record | None, fallback: dict | None, name: str):
-    """A tensor as it was before launch: its values where saved, else its
-    layout (an output not yet written: its memory held leftovers)."""
+def _tensor_argument(r: Record | None, layout: WatchedArg | TensorRecord | None, name: str):
+    """A tensor as it was before launch: its values where saved (`r`, else
+    the CUDA error's replay copy in `layout`), else its layout (an output not
+    yet written: its memory held leftovers)."""
     import torch
 
-    raw = r.raw if r is not None else fallback
-    dtype = getattr(torch, raw["dtype"], None)
+    meta = r.tensor if r is not None else layout
+    dtype = getattr(torch, meta.dtype, None)
     # A copy saved from the host (the CUDA error check's replay) says where
     # it was saved from; the error's own record says where the kernel had it.
-    device = (fallback or {}).get("device") or raw.get("device", "cpu")
+    device = (layout.device if layout is not None else "") or meta.device or "cpu"
     if not isinstance(dtype, torch.dtype):
-        raise ReproError(f"argument {name} has dtype {raw['dtype']!r}, which this torch lacks")
-    shape = [int(s) for s in raw["shape"]]
-    stride = [int(s) for s in raw.get("stride") or _contiguous(shape)]
+        raise ReproError(f"argument {name} has dtype {meta.dtype!r}, which this torch lacks")
+    shape = [int(s) for s in meta.shape]
+    stride = [int(s) for s in getattr(meta, "stride", None) or _contiguous(shape)]
     path = r.path if r is not None else None
-    if path is None and fallback is not None and fallback.get("file"):
-        path = Path(fallback["file"])
+    if path is None and isinstance(layout, WatchedArg) and layout.file:
+        path = Path(layout.file)
     if path is None:
         return {"layout": {"shape": shape, "stride": stride, "dtype": dtype, "device": device}}
     value = r.load() if r is not None and r.path is not None else _load_tensor(path)
@@ -371,8 +365,8 @@ def _literal(text: str):
     raise KeyError(text)
 
 
-def _scalar_value(event: dict):
-    text, kind = event.get("value", ""), event.get("type", "")
+def _scalar_value(event: ScalarRecord):
+    text, kind = event.value, event.type
     if kind == "bool":
         return text in ("true", "1", "True")
     return int(text) if kind.startswith(("int", "uint")) else float(text)
@@ -419,13 +413,13 @@ def write_repro(
     before, after, scalars = _records_of_launch(dump, finding)
     saved_before, saved_after = _first_by_arg(before), _first_by_arg(after)
     watched = _cuda_error_args(dump, finding)
-    scalar_of = {e.get("arg"): e for e in scalars}
+    scalar_of = {e.arg: e for e in scalars}
 
     def tensor_or_value(name: str, position: str):
         if name in saved_before or name in watched:
             return _tensor_argument(saved_before.get(name), watched.get(name), name)
-        if name in saved_after and saved_after[name].raw.get("role") == "write":
-            return _tensor_argument(None, {**saved_after[name].raw, "file": None}, name)
+        if name in saved_after and saved_after[name].role is Role.WRITE:
+            return _tensor_argument(None, saved_after[name].tensor, name)
         if name in scalar_of:
             return {"value": _scalar_value(scalar_of[name])}
         try:
@@ -491,7 +485,7 @@ def write_repro(
     spec["names"] = names
     # The after-launch role wins: before launch, an argument changed in place
     # is recorded as one the kernel reads.
-    spec["roles"] = {n: r.raw.get("role", "") for n, r in {**saved_before, **saved_after}.items()}
+    spec["roles"] = {n: r.role.value for n, r in {**saved_before, **saved_after}.items()}
 
     recorded = {name: r.load() for name, r in saved_after.items() if r.path is not None}
     if finding.expected is not None:

@@ -1,7 +1,7 @@
 """CUDA models for the GPU tests and benchmarks, and a child-process runner
 for the ones that kill their CUDA context.
 
-    python test/gpu_models.py run PACKAGE MODEL [--far N]
+    python test/testmodels/gpu.py run PACKAGE MODEL [--far N]
 """
 
 from __future__ import annotations
