@@ -17,14 +17,19 @@ def test_patch_series_applies_to_installed_torch():
     assert r.returncode == 0, r.stdout + r.stderr
     applied = [line.split()[1] for line in r.stdout.splitlines() if line.startswith("ok ")]
     assert applied == sorted(p.name for p in (ROOT / "patches").glob("[0-9]*.patch"))
-    assert len(applied) == 3
+    assert len(applied) == 5
 
 
 def test_check_fails_on_a_tree_it_does_not_fit(tmp_path):
-    target = tmp_path / "torch" / "_inductor" / "codegen"
-    target.mkdir(parents=True)
-    for name in ("debug_utils.py", "wrapper.py"):
-        (target / name).write_text("# not PyTorch's file\n")
+    changed = {
+        line.split()[1][len("b/") :]
+        for patch in (ROOT / "patches").glob("[0-9]*.patch")
+        for line in patch.read_text().splitlines()
+        if line.startswith("+++ b/")
+    }
+    for name in changed:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("# not PyTorch's file\n")
     r = subprocess.run(
         ["bash", ROOT / "patches" / "check.sh", tmp_path], capture_output=True, text=True
     )
@@ -64,3 +69,11 @@ def patched_debug_utils(tmp_path_factory):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def test_check_names_a_file_the_tree_lacks(tmp_path):
+    r = subprocess.run(
+        ["bash", ROOT / "patches" / "check.sh", tmp_path], capture_output=True, text=True
+    )
+    assert r.returncode != 0
+    assert r.stdout.startswith(f"FAIL {tmp_path} has no torch/_inductor/"), r.stdout

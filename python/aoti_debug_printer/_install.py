@@ -1,10 +1,19 @@
 """Installing our DebugPrinterManager into Inductor, and taking it out.
 
-Inductor's wrapper builds `self.debug_printer = DebugPrinterManager(...)`
-with the name that torch/_inductor/codegen/wrapper.py imported from
-debug_utils. We replace that name in both modules. Modules not yet imported
-are patched the moment they are, by a post-import hook, so installing never
-imports Inductor (which takes seconds) and `import torch` stays cheap.
+Two ways in, one per kind of torch:
+
+- A torch built with patches/ (0002 to 0004) has Inductor's debug-printer
+  hooks (torch._inductor.debug_printer_hooks): we set ours, `_Hooks`, and
+  wrap nothing.
+- A stock torch has none: Inductor's wrapper builds `self.debug_printer =
+  DebugPrinterManager(...)` with the name that wrapper.py imported from
+  debug_utils, which we replace in both modules, and the methods the hooks
+  would be called from are wrapped (`_wrap_method`), each of them saying in
+  one line what is lost when it has moved.
+
+Either way modules not yet imported are handled the moment they are, by a
+post-import hook, so installing never imports Inductor (which takes seconds)
+and `import torch` stays cheap.
 """
 
 from __future__ import annotations
@@ -15,6 +24,7 @@ import importlib.abc
 import importlib.metadata
 import inspect
 import logging
+import os
 import re
 import sys
 import threading
@@ -39,6 +49,9 @@ _FALLBACK_MODULE = "torch._inductor.codegen.cpp_wrapper_cpu"
 # Where Inductor's cache keys are made (see cache_tag).
 _CACHE_KEY_MODULE = "torch._inductor.codecache"
 _TARGETS = _PRINTER_MODULES + tuple(_SCHEDULING_MODULES) + (_FALLBACK_MODULE, _CACHE_KEY_MODULE)
+
+# Inductor's debug-printer hooks, in a torch built with patches/.
+_HOOKS_MODULE = "torch._inductor.debug_printer_hooks"
 
 _lock = threading.RLock()
 _originals: dict[str, object] = {}
@@ -72,7 +85,74 @@ def _printing_requested() -> bool:
     return str(config.aot_inductor.debug_intermediate_value_printer) != "0"
 
 
+def inductor_hooks() -> ModuleType | None:
+    """Inductor's debug-printer hooks module where this torch has it (built
+    with patches/), else None. AOTI_DEBUG_PRINTER_HOOKS=0 ignores it, so
+    that both ways in can be compared on one torch."""
+    from ._autoload import OFF
+
+    if os.environ.get("AOTI_DEBUG_PRINTER_HOOKS", "1").strip().lower() in OFF:
+        return None
+    try:
+        return importlib.import_module(_HOOKS_MODULE)
+    except ImportError:
+        return None
+
+
+class _Hooks:
+    """Our side of Inductor's debug-printer hooks (see patches/DESIGN.md):
+    what the wraps below do on a stock torch, called by Inductor itself."""
+
+    def make_printer(self, debug_printer_level, use_array_ref):
+        if str(debug_printer_level) == "0":
+            return None  # level 0 generates stock code
+        from ._codegen import DebugPrinterManager
+
+        return DebugPrinterManager(debug_printer_level, use_array_ref)
+
+    def cache_key_tag(self) -> str:
+        return _this_installation_tag() if _printing_requested() else ""
+
+    def kernel_nodes(self, kernel_name, node_schedule) -> None:
+        from ._provenance import note_kernel_nodes
+
+        note_kernel_nodes(kernel_name, node_schedule)
+
+    def wrapper_line(self, wrapper, line) -> None:
+        from ._provenance import note_line
+
+        note_line(line)
+
+    def op_call(self, wrapper, op_overload, raw_args, output_args):
+        from ._codegen import fallback_call_records
+
+        return fallback_call_records(wrapper, op_overload, raw_args, output_args)
+
+    def extern_alloc(self, wrapper, extern_kernel, args):
+        from ._codegen import extern_alloc_records
+
+        return extern_alloc_records(wrapper, extern_kernel, args)
+
+
+_HOOKS = _Hooks()
+
+
+def uses_inductor_hooks() -> bool:
+    """Whether this process reaches Inductor through its hooks (patched
+    torch) rather than by wrapping its methods."""
+    hooks = sys.modules.get(_HOOKS_MODULE)
+    return hooks is not None and hooks.get_hooks() is _HOOKS
+
+
 def _patch(module: ModuleType) -> None:
+    hooks = inductor_hooks()
+    if hooks is not None:
+        if hooks.get_hooks() is not _HOOKS:
+            hooks.set_hooks(_HOOKS)
+        # patches/0005 makes this branch consult the printer itself.
+        if module.__name__ == _PRINTER_MODULES[1] and not _consults_printer_for_cpu_kernels(module):
+            _wrap_python_cpu_kernel_calls(module)
+        return
     if module.__name__ in _SCHEDULING_MODULES:
         _note_kernel_nodes_in(module, _SCHEDULING_MODULES[module.__name__])
         return
@@ -97,7 +177,8 @@ def _patch(module: ModuleType) -> None:
         _originals.setdefault(_NAME, current)
         setattr(module, _NAME, DebugPrinterManager)
     if module.__name__ == _PRINTER_MODULES[1]:
-        _wrap_python_cpu_kernel_calls(module)
+        if not _consults_printer_for_cpu_kernels(module):
+            _wrap_python_cpu_kernel_calls(module)
         _record_python_fallback_calls_in(module)
         _note_lines_in(module)
 
@@ -372,6 +453,22 @@ def _wrap_python_cpu_kernel_calls(module: ModuleType) -> None:
     )
 
 
+def _consults_printer_for_cpu_kernels(module: ModuleType) -> bool:
+    """Whether the JIT Python wrapper's C++ kernel calls go through the
+    debug printer already: patches/0005, known by the comment it adds (the
+    method consults the printer for other kernels in every torch)."""
+    helper = getattr(
+        getattr(module, "PythonWrapperCodegen", None), "_generate_kernel_call_helper", None
+    )
+    try:
+        return _PATCH_0005_MARK in inspect.getsource(helper)
+    except (TypeError, OSError):
+        return False
+
+
+_PATCH_0005_MARK = "# C++ kernels of the JIT Python wrapper get records too."
+
+
 class _PatchingLoader(importlib.abc.Loader):
     def __init__(self, loader: importlib.abc.Loader) -> None:
         self._loader = loader
@@ -492,6 +589,9 @@ def uninstall() -> None:
         _installed = False
         if _finder in sys.meta_path:
             sys.meta_path.remove(_finder)
+        hooks = sys.modules.get(_HOOKS_MODULE)
+        if hooks is not None and hooks.get_hooks() is _HOOKS:
+            hooks.set_hooks(None)
         for name, original in _originals.items():
             if name == _NAME:
                 for target in _PRINTER_MODULES:
