@@ -27,7 +27,7 @@ HERE = Path(__file__).resolve().parent
 # and with torch.compile (the Python wrapper's `bufN = op(...)` and its C++
 # kernels), runs both into the dump directory argv[2], and says which way in
 # it took.
-CHILD = """
+OVERLAY = """
 import importlib.abc, importlib.machinery, importlib.util, json, os, sys
 
 patched = json.loads(sys.argv[1])
@@ -46,6 +46,10 @@ class PatchedInductor(importlib.abc.MetaPathFinder):
 
 
 sys.meta_path.insert(0, PatchedInductor())
+"""
+CHILD = (
+    OVERLAY
+    + """
 import torch
 import aoti_debug_printer
 from aoti_debug_printer import _install
@@ -64,6 +68,7 @@ print(json.dumps({
     "patched": sorted(m for m in patched if m in sys.modules),
 }))
 """
+)
 
 
 @pytest.fixture(scope="module")
@@ -169,3 +174,43 @@ def test_the_hooks_set_are_taken_out_by_uninstall(patched_inductor, tmp_path):
         env={**os.environ, "AOTI_DEBUG_PRINTER_AUTOLOAD": "0"},
     )
     assert done.stdout.split() == ["True", "True"], done.stdout + done.stderr
+
+
+CACHED_COMPILE = (
+    OVERLAY
+    + """
+import torch
+from torch._dynamo.utils import counters
+torch._inductor.config.aot_inductor.debug_intermediate_value_printer = sys.argv[2]
+torch.compile(lambda x: torch.sin(x) * 2 + 1)(torch.randn(8))
+print("cache", counters["inductor"]["fxgraph_cache_hit"], counters["inductor"]["fxgraph_cache_miss"])
+"""
+)
+
+
+def test_the_hooks_keep_level_0_on_the_patched_torchs_cache(patched_inductor, tmp_path):
+    """As test_install's stock-torch test, through the hooks' cache tag: it
+    reaches AOTAutograd's cache too, whose details derive from Inductor's."""
+
+    def cache(level: str, autoload: str) -> list[str]:
+        done = subprocess.run(
+            [sys.executable, "-c", CACHED_COMPILE, json.dumps(patched_inductor), level],
+            capture_output=True,
+            text=True,
+            env={
+                **os.environ,
+                "TORCHINDUCTOR_CACHE_DIR": str(tmp_path),
+                "AOTI_DEBUG_PRINTER_AUTOLOAD": autoload,
+            },
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        return [line for line in done.stdout.splitlines() if line.startswith("cache ")][-1].split()[
+            1:
+        ]
+
+    hit, miss = ["1", "0"], ["0", "1"]
+    assert cache("0", "0") == miss
+    assert cache("0", "1") == hit
+    assert cache("2", "0") == miss
+    assert cache("2", "1") == miss
+    assert cache("2", "1") == hit

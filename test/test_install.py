@@ -66,8 +66,11 @@ def test_an_autoload_value_that_is_no_switch_says_so():
     assert "AOTI_DEBUG_PRINTER_AUTOLOAD must be 1/0, on/off, true/false or yes/no" in r.stderr
 
 
-def test_install_and_uninstall_swap_the_manager():
+def test_install_and_uninstall_swap_the_manager(monkeypatch):
     from torch._inductor.codegen import debug_utils, wrapper
+
+    # The stock way in (on a torch with patches/, test_hooks covers the hooks).
+    monkeypatch.setenv("AOTI_DEBUG_PRINTER_HOOKS", "0")
 
     from aoti_debug_printer._codegen import DebugPrinterManager
 
@@ -116,8 +119,10 @@ def test_unchanged_script_at_level_2(tmp_path):
     assert all(abs(e) < 20 for e in exponents), sorted(exponents)[:3] + sorted(exponents)[-3:]
 
 
-def test_missing_hook_point_names_the_torch_version():
+def test_missing_hook_point_names_the_torch_version(monkeypatch):
     from types import ModuleType
+
+    monkeypatch.setenv("AOTI_DEBUG_PRINTER_HOOKS", "0")  # the stock way in
 
     from aoti_debug_printer import _install
 

@@ -153,6 +153,10 @@ def _patch(module: ModuleType) -> None:
         if module.__name__ == _PRINTER_MODULES[1] and not _consults_printer_for_cpu_kernels(module):
             _wrap_python_cpu_kernel_calls(module)
         return
+    # The stock way in, also where AOTI_DEBUG_PRINTER_HOOKS=0 sets ours aside.
+    present = sys.modules.get(_HOOKS_MODULE)
+    if present is not None and present.get_hooks() is _HOOKS:
+        present.set_hooks(None)
     if module.__name__ in _SCHEDULING_MODULES:
         _note_kernel_nodes_in(module, _SCHEDULING_MODULES[module.__name__])
         return
