@@ -80,22 +80,11 @@ def patched_inductor(tmp_path_factory) -> dict[str, list]:
 
     scratch = tmp_path_factory.mktemp("patched-torch")
     site = Path(inductor.__file__).parents[2]
-    names = set()
-    for patch in sorted((ROOT / "patches").glob("[0-9]*.patch")):
-        for line in patch.read_text().splitlines():
-            if line.startswith("+++ b/"):
-                names.add(line[len("+++ b/") :].split()[0])
-    for name in names:
-        target = scratch / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if (site / name).exists():
-            target.write_bytes((site / name).read_bytes())
-    for patch in sorted((ROOT / "patches").glob("[0-9]*.patch")):
-        subprocess.run(
-            ["patch", "-p1", "-d", scratch, "--forward", "--batch", "-F0", "-i", patch],
-            check=True,
-            capture_output=True,
-        )
+    # check.sh picks the series for this torch and leaves the copies patched.
+    subprocess.run(
+        ["bash", ROOT / "patches" / "check.sh", site, scratch], check=True, capture_output=True
+    )
+    names = [str(p.relative_to(scratch)) for p in scratch.rglob("*.py")]
     return {
         n[: -len(".py")].replace("/", "."): [
             str(scratch / n),
