@@ -134,3 +134,23 @@ def custom_op_output_record(recs: list[dict], x, s) -> dict:
     for key in ("min", "max", "mean", "std"):
         assert after[made]["stats"][key] == pytest.approx(expected[key], rel=1e-5)
     return after[made]
+
+
+def fx_graph_cache_counts(argv: list, cache_dir: Path, autoload: str) -> list[str]:
+    """Runs a child Python (`argv` after the interpreter) that compiles and
+    prints "cache HITS MISSES" of Inductor's FX graph cache, with the
+    package's autoload on ("1") or off ("0"); returns [HITS, MISSES]."""
+    done = subprocess.run(
+        [sys.executable, *map(str, argv)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={
+            **os.environ,
+            "TORCHINDUCTOR_CACHE_DIR": str(cache_dir),
+            "AOTI_DEBUG_PRINTER_AUTOLOAD": autoload,
+        },
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    last = [line for line in done.stdout.splitlines() if line.startswith("cache ")][-1]
+    return last.split()[1:]

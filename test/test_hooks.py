@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, fx_graph_cache_counts
 
 from aoti_debug_printer._dumps import load_dump
 
@@ -182,20 +182,8 @@ def test_the_hooks_keep_level_0_on_the_patched_torchs_cache(patched_inductor, tm
     reaches AOTAutograd's cache too, whose details derive from Inductor's."""
 
     def cache(level: str, autoload: str) -> list[str]:
-        done = subprocess.run(
-            [sys.executable, "-c", CACHED_COMPILE, json.dumps(patched_inductor), level],
-            capture_output=True,
-            text=True,
-            env={
-                **os.environ,
-                "TORCHINDUCTOR_CACHE_DIR": str(tmp_path),
-                "AOTI_DEBUG_PRINTER_AUTOLOAD": autoload,
-            },
-        )
-        assert done.returncode == 0, done.stderr[-2000:]
-        return [line for line in done.stdout.splitlines() if line.startswith("cache ")][-1].split()[
-            1:
-        ]
+        argv = ["-c", CACHED_COMPILE, json.dumps(patched_inductor), level]
+        return fx_graph_cache_counts(argv, tmp_path, autoload)
 
     hit, miss = ["1", "0"], ["0", "1"]
     assert cache("0", "0") == miss

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT
+from conftest import ROOT, fx_graph_cache_counts
 
 import aoti_debug_printer
 
@@ -173,21 +173,7 @@ def test_the_cache_tag_keeps_level_0_on_the_stock_cache(tmp_path):
     code is ours: it gets an entry of its own (then reused)."""
 
     def cache(level: str, autoload: str) -> list[str]:
-        done = subprocess.run(
-            [sys.executable, "-c", CACHED_COMPILE, level],
-            capture_output=True,
-            text=True,
-            timeout=600,
-            env={
-                **os.environ,
-                "TORCHINDUCTOR_CACHE_DIR": str(tmp_path),
-                "AOTI_DEBUG_PRINTER_AUTOLOAD": autoload,
-            },
-        )
-        assert done.returncode == 0, done.stderr[-2000:]
-        return [line for line in done.stdout.splitlines() if line.startswith("cache ")][-1].split()[
-            1:
-        ]
+        return fx_graph_cache_counts(["-c", CACHED_COMPILE, level], tmp_path, autoload)
 
     hit, miss = ["1", "0"], ["0", "1"]
     assert cache("0", "0") == miss  # stock PyTorch fills the cache
