@@ -198,6 +198,8 @@ def test_schema_1_upstream_records_and_reasons_read_as_codes():
         ({"role": "reads"}, "'role' of 'reads', not a known code"),
         ({"stats": [1, 2]}, "'stats' that is not an object"),
         ({"event": "sparkle"}, "a record of unknown kind 'sparkle'"),
+        ({"event": ["tensor"]}, "a record of unknown kind ['tensor']"),
+        ({"shape": "2x3"}, "'shape' that is not a list"),
     ],
 )
 def test_a_mistyped_field_is_refused_in_one_line_naming_file_and_line(dump, change, said):

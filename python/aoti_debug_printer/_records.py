@@ -321,7 +321,7 @@ def parse(raw: Any) -> Record:
     their message, and its `why` free text."""
     if not isinstance(raw, dict) or "event" not in raw:
         raise ValueError("not a record of aoti-debug-printer")
-    kind = KINDS.get(raw["event"])
+    kind = KINDS.get(raw["event"]) if isinstance(raw["event"], str) else None
     if kind is None:
         raise ValueError(f"a record of unknown kind {raw['event']!r}")
     # Records from before versions were written as schema 1 is.
