@@ -298,11 +298,6 @@ Level level_of_launch_flags(int32_t flags) {
   return flags & AOTI_DEBUG_PRINTER_SYNC_BY_DEFAULT ? Level::KernelNames : Level::Print;
 }
 
-Level level_now(Level compiled) {
-  const Level now = runtime_level();
-  return now == Level::AsCompiled ? compiled : now;
-}
-
 int32_t action_at(Level now, Level compiled, bool before_launch) {
   if (compiled == Level::KernelNames && now != Level::KernelNames) return 0;
   switch (now) {

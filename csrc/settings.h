@@ -23,9 +23,11 @@ enum class Level : int32_t { AsCompiled = -1, Off = 0, Save = 1, Print = 2, Kern
 // levels 1 and 2 behave alike.
 Level level_of_action(int32_t action);
 Level level_of_launch_flags(int32_t flags);
-// The level a record or launch event runs at: the run-time switch, unless it
-// says "as compiled".
-Level level_now(Level compiled);
+// The level a record or launch event runs at: the run-time switch
+// (`runtime`, read once by the caller), unless it says "as compiled".
+inline Level level_now(Level runtime, Level compiled) {
+  return runtime == Level::AsCompiled ? compiled : runtime;
+}
 // What a record compiled at `compiled` does at `now`: AOTI_DEBUG_PRINTER_SAVE,
 // _PRINT, _WATCH (level 3 notes tensors before launch only), or 0 (nothing;
 // a level-3 compile has no record to save or print at another level).

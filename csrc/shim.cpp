@@ -80,10 +80,11 @@ void end_run() {
 
 namespace {
 
-// What a record compiled as `compiled` does now; 0: nothing.
-int32_t effective_action(int32_t compiled, Phase phase) {
+// What a record compiled as `compiled` does at the run-time level `runtime`;
+// 0: nothing.
+int32_t effective_action(int32_t compiled, Phase phase, Level runtime) {
   const Level at = level_of_action(compiled);
-  return action_at(level_now(at), at, phase == Phase::BeforeLaunch);
+  return action_at(level_now(runtime, at), at, phase == Phase::BeforeLaunch);
 }
 
 }  // namespace
@@ -91,7 +92,8 @@ int32_t effective_action(int32_t compiled, Phase phase) {
 std::string launch(Phase phase, const std::string& kernel, int32_t flags) {
   // Every launch event writes out the records whose statistics have landed.
   if (records_waiting()) flush_records(false);
-  const Level level = level_now(level_of_launch_flags(flags));
+  const Level runtime = runtime_level();
+  const Level level = level_now(runtime, level_of_launch_flags(flags));
   if (phase == Phase::BeforeLaunch) {
     ++state.launch;
     // Call indices hash the name: not while switched off.
@@ -153,9 +155,8 @@ std::string launch(Phase phase, const std::string& kernel, int32_t flags) {
   }
   // A level-3 compile announces the kernels its filter selected; a model
   // switched to level 3 at run time, every kernel the run-time filter selects.
-  const bool announce = runtime_level() == Level::AsCompiled
-                            ? (flags & AOTI_DEBUG_PRINTER_ANNOUNCE) != 0
-                            : level == Level::KernelNames;
+  const bool announce = runtime == Level::AsCompiled ? (flags & AOTI_DEBUG_PRINTER_ANNOUNCE) != 0
+                                                     : level == Level::KernelNames;
   if (announce && state.selected) {
     emit(settings.output, format_launch(where_now(phase, kernel, ""), json));
   }
@@ -246,13 +247,14 @@ Stop guard_stop(const std::string& message) {
 }  // namespace
 
 Stop record_tensor(int32_t action, const Where& given, const at::Tensor* t) {
-  if (runtime_level() == Level::Off) return {};
+  const Level runtime = runtime_level();
+  if (runtime == Level::Off) return {};
   const Phase phase = given.phase;
   // Kernel records follow the run-time filter; model inputs belong to none.
   if (phase == Phase::BeforeLaunch || phase == Phase::AfterLaunch) {
     if (!state.selected) return {};
   }
-  action = effective_action(action, phase);
+  action = effective_action(action, phase, runtime);
   if (action == 0) return {};
   const Settings& settings = settings_now();
   if (!settings.rank_selected()) return {};
@@ -302,8 +304,9 @@ Stop record_tensor(int32_t action, const Where& given, const at::Tensor* t) {
 }
 
 void record_scalar(int32_t action, const Where& where, const char* type, const std::string& value) {
-  if (runtime_level() == Level::Off || (where.launch >= 0 && !state.selected)) return;
-  action = effective_action(action, where.phase);
+  const Level runtime = runtime_level();
+  if (runtime == Level::Off || (where.launch >= 0 && !state.selected)) return;
+  action = effective_action(action, where.phase, runtime);
   if (action == 0 || action == AOTI_DEBUG_PRINTER_WATCH) return;
   const Settings& settings = settings_now();
   if (!settings.rank_selected()) return;

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, fx_graph_cache_counts
+from test_install import CACHED_COMPILE
 
 from aoti_debug_printer._dumps import load_dump
 
@@ -30,7 +31,7 @@ HERE = Path(__file__).resolve().parent
 OVERLAY = """
 import importlib.abc, importlib.machinery, importlib.util, json, os, sys
 
-patched = json.loads(sys.argv[1])
+patched = json.loads(sys.argv.pop(1))  # the script's own arguments follow
 
 
 # The patched source, under the installed file's name: Inductor finds the
@@ -57,9 +58,9 @@ from testmodels import small
 
 model, inputs = small.build("custom_op")
 config = {"aot_inductor.debug_intermediate_value_printer": "1"}
-with aoti_debug_printer.options(dump_dir=sys.argv[2]), torch._inductor.config.patch(config):
+with aoti_debug_printer.options(dump_dir=sys.argv[1]), torch._inductor.config.patch(config):
     ep = torch.export.export(model, inputs)
-    path = torch._inductor.aoti_compile_and_package(ep, package_path=sys.argv[3])
+    path = torch._inductor.aoti_compile_and_package(ep, package_path=sys.argv[2])
     torch._inductor.aoti_load_package(path)(*inputs)
     torch.compile(model)(*inputs)
 print(json.dumps({
@@ -165,24 +166,12 @@ def test_the_hooks_set_are_taken_out_by_uninstall(patched_inductor, tmp_path):
     assert done.stdout.split() == ["True", "True"], done.stdout + done.stderr
 
 
-CACHED_COMPILE = (
-    OVERLAY
-    + """
-import torch
-from torch._dynamo.utils import counters
-torch._inductor.config.aot_inductor.debug_intermediate_value_printer = sys.argv[2]
-torch.compile(lambda x: torch.sin(x) * 2 + 1)(torch.randn(8))
-print("cache", counters["inductor"]["fxgraph_cache_hit"], counters["inductor"]["fxgraph_cache_miss"])
-"""
-)
-
-
 def test_the_hooks_keep_level_0_on_the_patched_torchs_cache(patched_inductor, tmp_path):
     """As test_install's stock-torch test, through the hooks' cache tag: it
     reaches AOTAutograd's cache too, whose details derive from Inductor's."""
 
     def cache(level: str, autoload: str) -> list[str]:
-        argv = ["-c", CACHED_COMPILE, json.dumps(patched_inductor), level]
+        argv = ["-c", OVERLAY + CACHED_COMPILE, json.dumps(patched_inductor), level]
         return fx_graph_cache_counts(argv, tmp_path, autoload)
 
     hit, miss = ["1", "0"], ["0", "1"]
