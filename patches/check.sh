@@ -6,6 +6,9 @@
 # A patch of torch-VERSION/ (the tree's torch/version.py) takes the place of
 # the one of the same name here: the same change, with that release's context.
 # With KEEP_DIR, the patched copies are left there (KEEP_DIR/torch/...).
+# A tree built with the series already (it has the hooks module) is checked
+# the other way: each patch must come back out, last first, and KEEP_DIR then
+# holds the stock copies.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=${1:-$(python -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))')}
@@ -22,18 +25,27 @@ for p in "$here"/[0-9]*.patch; do
   pinned="$here/torch-$version/$(basename "$p")"
   if [ -n "$version" ] && [ -f "$pinned" ]; then series+=("$pinned"); else series+=("$p"); fi
 done
-# The files the series changes; those it creates (--- /dev/null) need no copy.
+# The files the series changes; those it creates (--- /dev/null) need no copy
+# unless the tree has the series already.
 created=$(awk '/^--- \/dev\/null/ {getline; sub(/^\+\+\+ b\//, ""); print $1}' "${series[@]}")
+direction=(--forward) applied=""
+if [ -f "$root/torch/_inductor/debug_printer_hooks.py" ]; then
+  direction=(--reverse) applied=", applied in this tree"
+  for ((i = 0, j = ${#series[@]} - 1; i < j; i++, j--)); do
+    t=${series[i]} series[i]=${series[j]} series[j]=$t
+  done
+fi
 for f in $(sed -n 's#^+++ b/\(\S*\).*#\1#p' "${series[@]}" | sort -u); do
   mkdir -p "$scratch/$(dirname "$f")"
-  if grep -qxF "$f" <<<"$created"; then continue; fi
+  if [ -z "$applied" ] && grep -qxF "$f" <<<"$created"; then continue; fi
   if [ ! -f "$root/$f" ]; then echo "FAIL $root has no $f"; exit 1; fi
   cp "$root/$f" "$scratch/$f"
 done
 for p in "${series[@]}"; do
-  if ! out=$(patch -p1 -d "$scratch" --forward --batch -F0 < "$p" 2>&1); then
+  if ! out=$(patch -p1 -d "$scratch" "${direction[@]}" --batch --no-backup-if-mismatch -F0 < "$p" 2>&1); then
     echo "FAIL $(basename "$p")"; echo "$out"; exit 1
   fi
-  if [ "$(dirname "$p")" = "$here" ]; then pin=""; else pin=" (torch-$version/)"; fi
-  echo "ok   $(basename "$p")$pin"
+  if [ "$(dirname "$p")" = "$here" ]; then pin=""; else pin="torch-$version/"; fi
+  note="$pin$applied" note=${note#, }
+  echo "ok   $(basename "$p")${note:+ ($note)}"
 done

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -25,6 +26,13 @@ from testmodels import small  # noqa: E402  (test/ is on the path: pyproject's p
 import aoti_debug_printer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def torch_has_the_hooks() -> bool:
+    """Whether the installed torch was built with patches/ (it has Inductor's
+    debug-printer hooks): `AOTI_DEBUG_PRINTER_PATCHED=1 bash scripts/test.sh`
+    runs the suite on one."""
+    return importlib.util.find_spec("torch._inductor.debug_printer_hooks") is not None
 
 
 def pytest_collection_modifyitems(config, items):

@@ -1,8 +1,8 @@
 """The two ways into Inductor give the same records: Inductor's debug-printer
-hooks (a torch built with patches/, here the installed torch's modules
-patched in a scratch copy and loaded in their place) and, on a stock torch,
-the methods the package wraps. On the patched torch the package wraps
-nothing."""
+hooks (a torch built with patches/) and, on a stock torch, the methods the
+package wraps. On the patched torch the package wraps nothing. Whichever the
+installed torch is, check.sh makes the other one's files in a scratch copy,
+loaded in place of the installed modules."""
 
 from __future__ import annotations
 
@@ -13,17 +13,19 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, fx_graph_cache_counts
+from conftest import ROOT, fx_graph_cache_counts, torch_has_the_hooks
 from test_install import CACHED_COMPILE
 
 from aoti_debug_printer._dumps import load_dump
+from aoti_debug_printer._install import _HOOKS_MODULE as HOOKS_MODULE
 
 pytestmark = pytest.mark.slow
 
 HERE = Path(__file__).resolve().parent
 
-# A child process: loads the patched modules in place of the installed
-# torch's (argv[1]: module name -> file, {} for stock torch), compiles the
+# A child process: loads the other torch's modules in place of the installed
+# torch's (argv[1]: module name -> [file, installed file], {} for the
+# installed torch; no file: a module that torch lacks), compiles the
 # custom-op model at level 1 with AOTInductor (the proxy executor's call)
 # and with torch.compile (the Python wrapper's `bufN = op(...)` and its C++
 # kernels), runs both into the dump directory argv[2], and says which way in
@@ -31,22 +33,24 @@ HERE = Path(__file__).resolve().parent
 OVERLAY = """
 import importlib.abc, importlib.machinery, importlib.util, json, os, sys
 
-patched = json.loads(sys.argv.pop(1))  # the script's own arguments follow
+overlay = json.loads(sys.argv.pop(1))  # the script's own arguments follow
 
 
-# The patched source, under the installed file's name: Inductor finds the
+# The other source, under the installed file's name: Inductor finds the
 # files beside its modules (aoti_runtime/, templates) through it.
-class PatchedInductor(importlib.abc.MetaPathFinder):
+class OtherInductor(importlib.abc.MetaPathFinder):
 
     def find_spec(self, name, path, target=None):
-        if name not in patched:
+        if name not in overlay:
             return None
-        source, installed = patched[name]
+        source, installed = overlay[name]
+        if source is None:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
         loader = importlib.machinery.SourceFileLoader(name, source)
         return importlib.util.spec_from_file_location(name, installed or source, loader=loader)
 
 
-sys.meta_path.insert(0, PatchedInductor())
+sys.meta_path.insert(0, OtherInductor())
 """
 CHILD = (
     OVERLAY
@@ -66,44 +70,51 @@ with aoti_debug_printer.options(dump_dir=sys.argv[1]), torch._inductor.config.pa
 print(json.dumps({
     "hooks": _install.uses_inductor_hooks(),
     "wrapped": sorted(_install._originals),
-    "patched": sorted(m for m in patched if m in sys.modules),
+    "overlaid": sorted(m for m in overlay if m in sys.modules),
 }))
 """
 )
 
 
 @pytest.fixture(scope="module")
-def patched_inductor(tmp_path_factory) -> dict[str, list]:
-    """The installed torch's files that patches/ changes, with the series
-    applied, by module name: [patched file, installed file (None for a file
-    the series adds)]."""
+def trees(tmp_path_factory) -> dict[str, dict[str, list]]:
+    """The overlays of the patched and the stock torch: {} for the installed
+    one; for the other, the files that patches/ changes, by module name:
+    [file with the series applied (or taken out), installed file (None for
+    a file the series adds)], and the hooks module as [None, None] where it
+    is taken out."""
     import torch._inductor as inductor
 
-    scratch = tmp_path_factory.mktemp("patched-torch")
+    scratch = tmp_path_factory.mktemp("other-torch")
     site = Path(inductor.__file__).parents[2]
-    # check.sh picks the series for this torch and leaves the copies patched.
+    # check.sh picks the series for this torch and leaves the copies: patched
+    # on a stock torch, stock on a patched one.
     subprocess.run(
         ["bash", ROOT / "patches" / "check.sh", site, scratch], check=True, capture_output=True
     )
     names = [str(p.relative_to(scratch)) for p in scratch.rglob("*.py")]
-    return {
+    other = {
         n[: -len(".py")].replace("/", "."): [
             str(scratch / n),
             str(site / n) if (site / n).exists() else None,
         ]
         for n in names
     }
+    if torch_has_the_hooks():
+        return {"patched": {}, "stock": {HOOKS_MODULE: [None, None], **other}}
+    return {"patched": other, "stock": {}}
 
 
-def run_child(tmp_path: Path, name: str, patched: dict, **env) -> tuple[dict, Path]:
+def run_child(tmp_path: Path, name: str, overlay: dict, hooks: str) -> tuple[dict, Path]:
+    """CHILD with AOTI_DEBUG_PRINTER_HOOKS=hooks."""
     dump = tmp_path / name
     done = subprocess.run(
-        [sys.executable, "-c", CHILD, json.dumps(patched), dump, tmp_path / f"{name}.pt2"],
+        [sys.executable, "-c", CHILD, json.dumps(overlay), dump, tmp_path / f"{name}.pt2"],
         env={
             **os.environ,
             "PYTHONPATH": str(HERE),
             "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / f"{name}-cache"),
-            **env,
+            "AOTI_DEBUG_PRINTER_HOOKS": hooks,
         },
         capture_output=True,
         text=True,
@@ -122,16 +133,15 @@ def records_of(dump: Path) -> list[tuple]:
     return out
 
 
-def test_patched_and_stock_torch_give_the_same_records(patched_inductor, tmp_path):
-    hooked, hooked_dump = run_child(tmp_path, "hooks", patched_inductor)
+def test_patched_and_stock_torch_give_the_same_records(trees, tmp_path):
+    # The hooks or nothing: a method wrap would stop the child.
+    hooked, hooked_dump = run_child(tmp_path, "hooks", trees["patched"], "require")
     assert hooked["hooks"] and hooked["wrapped"] == [], hooked
-    assert "torch._inductor.debug_printer_hooks" in hooked["patched"], hooked
+    assert trees["stock"] or HOOKS_MODULE in hooked["overlaid"], hooked
     # On the patched torch, the wraps switched on by hand: the same again.
-    forced, forced_dump = run_child(
-        tmp_path, "forced", patched_inductor, AOTI_DEBUG_PRINTER_HOOKS="0"
-    )
+    forced, forced_dump = run_child(tmp_path, "forced", trees["patched"], "0")
     assert not forced["hooks"] and forced["wrapped"], forced
-    stock, stock_dump = run_child(tmp_path, "stock", {})
+    stock, stock_dump = run_child(tmp_path, "stock", trees["stock"], "1")
     assert not stock["hooks"] and stock["wrapped"], stock
     records = records_of(stock_dump)
     # The custom op's call, from both wrappers, and the kernels around it.
@@ -142,23 +152,17 @@ def test_patched_and_stock_torch_give_the_same_records(patched_inductor, tmp_pat
     assert records_of(forced_dump) == records
 
 
-def test_the_hooks_set_are_taken_out_by_uninstall(patched_inductor, tmp_path):
+def test_the_hooks_set_are_taken_out_by_uninstall(trees):
     """uninstall() gives Inductor back its own printer on a patched torch too."""
-    code = (
-        "import importlib.util, json, sys\n"
-        "patched = json.loads(sys.argv[1])\n"
-        "spec = importlib.util.spec_from_file_location("
-        "'torch._inductor.debug_printer_hooks', patched['torch._inductor.debug_printer_hooks'][0])\n"
-        "import torch, torch._inductor\n"
-        "hooks = importlib.util.module_from_spec(spec); spec.loader.exec_module(hooks)\n"
-        "sys.modules[spec.name] = hooks\n"
+    code = OVERLAY + (
+        "import torch, torch._inductor.debug_printer_hooks as hooks\n"
         "from aoti_debug_printer import _install\n"
         "_install.install(); import torch._inductor.codegen.wrapper\n"
         "print(hooks.get_hooks() is _install._HOOKS, end=' ')\n"
         "_install.uninstall(); print(hooks.get_hooks() is None)\n"
     )
     done = subprocess.run(
-        [sys.executable, "-c", code, json.dumps(patched_inductor)],
+        [sys.executable, "-c", code, json.dumps(trees["patched"])],
         capture_output=True,
         text=True,
         env={**os.environ, "AOTI_DEBUG_PRINTER_AUTOLOAD": "0"},
@@ -166,12 +170,12 @@ def test_the_hooks_set_are_taken_out_by_uninstall(patched_inductor, tmp_path):
     assert done.stdout.split() == ["True", "True"], done.stdout + done.stderr
 
 
-def test_the_hooks_keep_level_0_on_the_patched_torchs_cache(patched_inductor, tmp_path):
+def test_the_hooks_keep_level_0_on_the_patched_torchs_cache(trees, tmp_path):
     """As test_install's stock-torch test, through the hooks' cache tag: it
     reaches AOTAutograd's cache too, whose details derive from Inductor's."""
 
     def cache(level: str, autoload: str) -> list[str]:
-        argv = ["-c", OVERLAY + CACHED_COMPILE, json.dumps(patched_inductor), level]
+        argv = ["-c", OVERLAY + CACHED_COMPILE, json.dumps(trees["patched"]), level]
         return fx_graph_cache_counts(argv, tmp_path, autoload)
 
     hit, miss = ["1", "0"], ["0", "1"]

@@ -207,7 +207,7 @@ def test_an_old_setuptools_gets_one_line_naming_the_fix(tmp_path):
     assert "needs setuptools>=77 to build" in done.stdout + done.stderr
 
 
-def test_a_moved_hook_point_is_left_alone_and_says_what_is_lost(caplog):
+def test_a_moved_hook_point_is_left_alone_and_says_what_is_lost(caplog, monkeypatch):
     """A wrapped Inductor method whose parameters moved is not wrapped (its
     records would be wrong), and a missing one is not silent: one line per
     feature, saying what users lose."""
@@ -215,6 +215,8 @@ def test_a_moved_hook_point_is_left_alone_and_says_what_is_lost(caplog):
     from types import ModuleType
 
     from aoti_debug_printer import _install
+
+    monkeypatch.setenv("AOTI_DEBUG_PRINTER_HOOKS", "0")  # the stock way in
 
     class CppWrapperCpu:  # as a future torch might have it
         def generate_fallback_kernel_with_runtime_lookup_aot(self, op, raw_args, outputs):
@@ -238,3 +240,30 @@ def test_a_moved_hook_point_is_left_alone_and_says_what_is_lost(caplog):
     missing = [line for line in lines if " has no CppWrapperCpu." in line]
     assert len(missing) == 3 and all("get no records" in line for line in missing), lines
     assert not any("_boxed" in line for line in lines)
+
+
+def test_hooks_required_refuse_every_wrap_and_a_torch_without_them(monkeypatch):
+    """AOTI_DEBUG_PRINTER_HOOKS=require (a patched torch's test run): a method
+    wrap, or a torch without the hooks, stops with one line naming it."""
+    from types import ModuleType
+
+    from aoti_debug_printer import _install
+
+    monkeypatch.setenv("AOTI_DEBUG_PRINTER_HOOKS", "require")
+
+    class CppWrapperCpu:
+        def generate_fallback_kernel_with_runtime_lookup_aot(
+            self, op_overload, raw_args, output_args
+        ):
+            return "stock"
+
+    module = ModuleType("torch._inductor.codegen.cpp_wrapper_cpu")
+    module.CppWrapperCpu = CppWrapperCpu
+    with pytest.raises(_install.HookPointMissing, match="would need CppWrapperCpu.generate_"):
+        _install._record_fallback_calls_in(module)
+    assert "_aoti_debug_printer" not in vars(
+        CppWrapperCpu.generate_fallback_kernel_with_runtime_lookup_aot
+    )
+    monkeypatch.setattr(_install, "_HOOKS_MODULE", "torch._inductor.no_debug_printer_hooks")
+    with pytest.raises(_install.HookPointMissing, match="HOOKS=require, but torch .* has no"):
+        _install.inductor_hooks()

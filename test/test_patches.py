@@ -3,29 +3,36 @@
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import shutil
 import subprocess
 
 import pytest
 import torch
-from conftest import ROOT
+from conftest import ROOT, torch_has_the_hooks
 from test_shim import FILTER_CONFORMANCE
 
 
 def test_patch_series_applies_to_installed_torch():
+    """On a stock torch each patch applies, in order; on a torch built with
+    the series, each one comes back out, last first."""
     r = subprocess.run(["bash", ROOT / "patches" / "check.sh"], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
-    applied = [line.split()[1] for line in r.stdout.splitlines() if line.startswith("ok ")]
-    assert applied == sorted(p.name for p in (ROOT / "patches").glob("[0-9]*.patch"))
+    lines = [line for line in r.stdout.splitlines() if line.startswith("ok ")]
+    applied = [line.split()[1] for line in lines]
+    series = sorted(p.name for p in (ROOT / "patches").glob("[0-9]*.patch"))
+    assert applied == (series[::-1] if torch_has_the_hooks() else series)
     assert len(applied) == 5
+    assert all(("applied in this tree" in line) == torch_has_the_hooks() for line in lines)
 
 
 def test_check_fails_on_a_tree_it_does_not_fit(tmp_path):
+    # The files the series changes, not those it adds: a stock tree's.
     changed = {
         line.split()[1][len("b/") :]
         for patch in (ROOT / "patches").glob("[0-9]*.patch")
-        for line in patch.read_text().splitlines()
-        if line.startswith("+++ b/")
+        for before, line in itertools.pairwise(patch.read_text().splitlines())
+        if line.startswith("+++ b/") and not before.startswith("--- /dev/null")
     }
     for name in changed:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
@@ -51,9 +58,12 @@ def test_the_patched_filter_follows_the_one_grammar(patched_debug_utils, spec, k
 @pytest.fixture(scope="module")
 def patched_debug_utils(tmp_path_factory):
     """The installed torch's debug_utils.py with 0001 applied, loaded as a
-    module of torch._inductor.codegen (a scratch copy: torch is untouched)."""
+    module of torch._inductor.codegen (a scratch copy: torch is untouched);
+    on a torch built with the series, its own."""
     import torch._inductor.codegen.debug_utils as stock
 
+    if torch_has_the_hooks():
+        return stock
     scratch = tmp_path_factory.mktemp("patched")
     target = scratch / "torch" / "_inductor" / "codegen" / "debug_utils.py"
     target.parent.mkdir(parents=True)

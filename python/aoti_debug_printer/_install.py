@@ -85,17 +85,32 @@ def _printing_requested() -> bool:
     return str(config.aot_inductor.debug_intermediate_value_printer) != "0"
 
 
-def inductor_hooks() -> ModuleType | None:
-    """Inductor's debug-printer hooks module where this torch has it (built
-    with patches/), else None. AOTI_DEBUG_PRINTER_HOOKS=0 ignores it, so
-    that both ways in can be compared on one torch."""
+def _hooks_wanted() -> str:
+    """AOTI_DEBUG_PRINTER_HOOKS: "use" Inductor's hooks where this torch has
+    them (the default), "off" (0): wrap its methods as on a stock torch, so
+    that both ways in can be compared on one torch, or "require": the hooks
+    or nothing, every method wrap refused (a patched torch's own tests)."""
     from ._autoload import OFF
 
-    if os.environ.get("AOTI_DEBUG_PRINTER_HOOKS", "1").strip().lower() in OFF:
+    value = os.environ.get("AOTI_DEBUG_PRINTER_HOOKS", "").strip().lower()
+    return "off" if value in OFF else "require" if value == "require" else "use"
+
+
+def inductor_hooks() -> ModuleType | None:
+    """Inductor's debug-printer hooks module where this torch has it (built
+    with patches/) and AOTI_DEBUG_PRINTER_HOOKS does not set it aside, else
+    None."""
+    wanted = _hooks_wanted()
+    if wanted == "off":
         return None
     try:
         return importlib.import_module(_HOOKS_MODULE)
     except ImportError:
+        if wanted == "require":
+            raise HookPointMissing(
+                f"aoti-debug-printer: AOTI_DEBUG_PRINTER_HOOKS=require, but torch "
+                f"{_torch_version()} has no {_HOOKS_MODULE} (build it with patches/)"
+            ) from None
         return None
 
 
@@ -203,6 +218,11 @@ def _wrap_method(
     torch has no such method (unless `optional`: only some torch releases
     have it), or its parameters moved, it is left alone and one warning says
     what users lose (`lost`)."""
+    if _hooks_wanted() == "require":
+        raise HookPointMissing(
+            f"aoti-debug-printer: AOTI_DEBUG_PRINTER_HOOKS=require, but torch "
+            f"{_torch_version()} would need {class_name}.{attr} wrapped ({lost})"
+        )
     cls = getattr(module, class_name, None)
     if cls is None:
         original = None
@@ -488,9 +508,9 @@ class _PatchingLoader(importlib.abc.Loader):
             try:
                 _patch(module)
             except HookPointMissing:
-                # Loud when the user asked for records; otherwise Inductor
-                # must keep working exactly as without us.
-                if _printing_requested():
+                # Loud when the user asked for records, or for the hooks;
+                # otherwise Inductor must keep working exactly as without us.
+                if _printing_requested() or _hooks_wanted() == "require":
                     raise
                 log.warning("%s", sys.exc_info()[1])
 
