@@ -35,6 +35,31 @@ def torch_has_the_hooks() -> bool:
     return importlib.util.find_spec("torch._inductor.debug_printer_hooks") is not None
 
 
+@pytest.fixture(autouse=True)
+def _no_method_wrap_where_the_hooks_are_required():
+    """On a patched torch's run (AOTI_DEBUG_PRINTER_HOOKS=require) no test
+    leaves a wrapped Inductor method behind for the tests after it."""
+    yield
+    if os.environ.get("AOTI_DEBUG_PRINTER_HOOKS") == "require":
+        from aoti_debug_printer import _install
+
+        assert not _install._originals, f"left wrapped: {sorted(_install._originals)}"
+
+
+@pytest.fixture
+def stock_way_in(monkeypatch):
+    """The stock way into Inductor, method wraps, for one test on any torch
+    (AOTI_DEBUG_PRINTER_HOOKS=0); afterwards the package is installed again
+    the way this torch takes."""
+    from aoti_debug_printer import _install
+
+    monkeypatch.setenv("AOTI_DEBUG_PRINTER_HOOKS", "0")
+    yield
+    monkeypatch.undo()
+    _install.uninstall()
+    _install.install()
+
+
 def pytest_collection_modifyitems(config, items):
     if torch.cuda.is_available():
         return

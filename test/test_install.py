@@ -66,11 +66,9 @@ def test_an_autoload_value_that_is_no_switch_says_so():
     assert "AOTI_DEBUG_PRINTER_AUTOLOAD must be 1/0, on/off, true/false or yes/no" in r.stderr
 
 
-def test_install_and_uninstall_swap_the_manager(monkeypatch):
+def test_install_and_uninstall_swap_the_manager(stock_way_in):
+    """The stock way in (on a torch with patches/, test_hooks covers the hooks)."""
     from torch._inductor.codegen import debug_utils, wrapper
-
-    # The stock way in (on a torch with patches/, test_hooks covers the hooks).
-    monkeypatch.setenv("AOTI_DEBUG_PRINTER_HOOKS", "0")
 
     from aoti_debug_printer._codegen import DebugPrinterManager
 
@@ -119,10 +117,8 @@ def test_unchanged_script_at_level_2(tmp_path):
     assert all(abs(e) < 20 for e in exponents), sorted(exponents)[:3] + sorted(exponents)[-3:]
 
 
-def test_missing_hook_point_names_the_torch_version(monkeypatch):
+def test_missing_hook_point_names_the_torch_version(stock_way_in):
     from types import ModuleType
-
-    monkeypatch.setenv("AOTI_DEBUG_PRINTER_HOOKS", "0")  # the stock way in
 
     from aoti_debug_printer import _install
 
@@ -207,7 +203,7 @@ def test_an_old_setuptools_gets_one_line_naming_the_fix(tmp_path):
     assert "needs setuptools>=77 to build" in done.stdout + done.stderr
 
 
-def test_a_moved_hook_point_is_left_alone_and_says_what_is_lost(caplog, monkeypatch):
+def test_a_moved_hook_point_is_left_alone_and_says_what_is_lost(caplog, stock_way_in):
     """A wrapped Inductor method whose parameters moved is not wrapped (its
     records would be wrong), and a missing one is not silent: one line per
     feature, saying what users lose."""
@@ -215,8 +211,6 @@ def test_a_moved_hook_point_is_left_alone_and_says_what_is_lost(caplog, monkeypa
     from types import ModuleType
 
     from aoti_debug_printer import _install
-
-    monkeypatch.setenv("AOTI_DEBUG_PRINTER_HOOKS", "0")  # the stock way in
 
     class CppWrapperCpu:  # as a future torch might have it
         def generate_fallback_kernel_with_runtime_lookup_aot(self, op, raw_args, outputs):

@@ -6,6 +6,7 @@ import importlib.util
 import itertools
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 import torch
@@ -16,7 +17,10 @@ from test_shim import FILTER_CONFORMANCE
 def test_patch_series_applies_to_installed_torch():
     """On a stock torch each patch applies, in order; on a torch built with
     the series, each one comes back out, last first."""
-    r = subprocess.run(["bash", ROOT / "patches" / "check.sh"], capture_output=True, text=True)
+    site = Path(torch.__file__).parents[1]  # this Python's, whichever is on the PATH
+    r = subprocess.run(
+        ["bash", ROOT / "patches" / "check.sh", site], capture_output=True, text=True
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     lines = [line for line in r.stdout.splitlines() if line.startswith("ok ")]
     applied = [line.split()[1] for line in lines]
@@ -57,23 +61,23 @@ def test_the_patched_filter_follows_the_one_grammar(patched_debug_utils, spec, k
 
 @pytest.fixture(scope="module")
 def patched_debug_utils(tmp_path_factory):
-    """The installed torch's debug_utils.py with 0001 applied, loaded as a
-    module of torch._inductor.codegen (a scratch copy: torch is untouched);
-    on a torch built with the series, its own."""
-    import torch._inductor.codegen.debug_utils as stock
+    """The installed torch's debug_utils.py with 0001 applied (already, on a
+    torch built with the series), loaded from a scratch copy as a module of
+    torch._inductor.codegen: torch is untouched, and the copy's manager is
+    upstream's whichever the installed module's name holds now."""
+    import torch._inductor.codegen.debug_utils as installed
 
-    if torch_has_the_hooks():
-        return stock
     scratch = tmp_path_factory.mktemp("patched")
     target = scratch / "torch" / "_inductor" / "codegen" / "debug_utils.py"
     target.parent.mkdir(parents=True)
-    shutil.copy(stock.__file__, target)
+    shutil.copy(installed.__file__, target)
     patch = next((ROOT / "patches").glob("0001-*.patch"))
-    subprocess.run(
-        ["patch", "-p1", "-d", scratch, "--forward", "--batch", "-F0", "-i", patch],
-        check=True,
-        capture_output=True,
-    )
+    if not torch_has_the_hooks():
+        subprocess.run(
+            ["patch", "-p1", "-d", scratch, "--forward", "--batch", "-F0", "-i", patch],
+            check=True,
+            capture_output=True,
+        )
     name = "torch._inductor.codegen.patched_debug_utils"
     spec = importlib.util.spec_from_file_location(name, target)
     module = importlib.util.module_from_spec(spec)
