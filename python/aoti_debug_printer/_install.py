@@ -541,8 +541,9 @@ _finder = _PostImportFinder()
 # path the code embeds) away from this one.
 _CACHE_TAG_PREFIX = "aoti-debug-printer-"
 # What decides the generated code: the code generator, the hooks that feed
-# it, the reason codes it writes, the filter's grammar (_filter wraps the
-# shim's), and the header whose text (with the ABI version) the code embeds.
+# it, the reason codes it writes, the filter (_filter wraps the library's
+# grammar, so the library too), and the header whose text (with the ABI
+# version) the code embeds.
 GENERATOR_FILES = (
     "_codegen.py",
     "_provenance.py",
@@ -550,6 +551,7 @@ GENERATOR_FILES = (
     "_filter.py",
     "_install.py",
     "aoti_debug_printer.h",
+    "libaoti_debug_printer.so",
 )
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
