@@ -38,12 +38,15 @@ def torch_has_the_hooks() -> bool:
 @pytest.fixture(autouse=True)
 def _no_method_wrap_where_the_hooks_are_required():
     """On a patched torch's run (AOTI_DEBUG_PRINTER_HOOKS=require) no test
-    leaves a wrapped Inductor method behind for the tests after it."""
+    leaves a wrapped Inductor method, or Inductor without our hooks, behind
+    for the tests after it."""
     yield
-    if os.environ.get("AOTI_DEBUG_PRINTER_HOOKS") == "require":
-        from aoti_debug_printer import _install
+    from aoti_debug_printer import _install
 
+    if _install._hooks_wanted() == "require":
         assert not _install._originals, f"left wrapped: {sorted(_install._originals)}"
+        if _install.is_installed() and "torch._inductor.codegen.wrapper" in sys.modules:
+            assert _install.uses_inductor_hooks(), "left Inductor without our hooks"
 
 
 @pytest.fixture
