@@ -6,7 +6,7 @@
 # A patch of torch-VERSION/ (the tree's torch/version.py) takes the place of
 # the one of the same name here: the same change, with that release's context.
 # With KEEP_DIR, the patched copies are left there (KEEP_DIR/torch/...).
-# A tree built with the series already (it has the hooks module) is checked
+# A tree built with the series already (it has the files the series adds) is checked
 # the other way: each patch must come back out, last first, and KEEP_DIR then
 # holds the stock copies.
 set -euo pipefail
@@ -29,11 +29,9 @@ done
 # unless the tree has the series already.
 created=$(awk '/^--- \/dev\/null/ {getline; sub(/^\+\+\+ b\//, ""); print $1}' "${series[@]}")
 direction=(--forward) applied=""
-if [ -f "$root/torch/_inductor/debug_printer_hooks.py" ]; then
+if [ -n "$created" ] && (cd "$root" && ls $created) >/dev/null 2>&1; then
   direction=(--reverse) applied=", applied in this tree"
-  for ((i = 0, j = ${#series[@]} - 1; i < j; i++, j--)); do
-    t=${series[i]} series[i]=${series[j]} series[j]=$t
-  done
+  mapfile -t series < <(printf '%s\n' "${series[@]}" | tac)
 fi
 for f in $(sed -n 's#^+++ b/\(\S*\).*#\1#p' "${series[@]}" | sort -u); do
   mkdir -p "$scratch/$(dirname "$f")"

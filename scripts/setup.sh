@@ -11,15 +11,15 @@ python -m pip --version >/dev/null
 python -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$TORCH_RELEASE')" 2>/dev/null \
   || python -m pip install -q "torch==$TORCH_RELEASE"
 # A patched torch: the series applied to the environment's own torch, once
-# (check.sh patches copies, which then replace the installed files).
+# (check.sh patches copies, which then replace the installed files; on a
+# torch that has the series, it says so and leaves stock copies, unused).
 if [ -n "${AOTI_DEBUG_PRINTER_PATCHED:-}" ]; then
   site=$(python -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))')
-  if [ ! -f "$site/torch/_inductor/debug_printer_hooks.py" ]; then
-    patched=$(mktemp -d)
-    bash patches/check.sh "$site" "$patched"
-    cp -r "$patched/torch" "$site/"
-    rm -rf "$patched"
-  fi
+  copies=$(mktemp -d)
+  checked=$(bash patches/check.sh "$site" "$copies")
+  echo "$checked"
+  grep -q "applied in this tree" <<<"$checked" || cp -r "$copies/torch" "$site/"
+  rm -rf "$copies"
 fi
 # What pip would install for an isolated build (a recent enough CMake), read
 # from pyproject.toml; then the tests' needs.

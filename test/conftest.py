@@ -26,13 +26,17 @@ from testmodels import small  # noqa: E402  (test/ is on the path: pyproject's p
 import aoti_debug_printer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
+# Where this Python's torch is installed (what patches/check.sh checks).
+SITE_PACKAGES = Path(torch.__file__).parents[1]
 
 
 def torch_has_the_hooks() -> bool:
     """Whether the installed torch was built with patches/ (it has Inductor's
     debug-printer hooks): `AOTI_DEBUG_PRINTER_PATCHED=1 bash scripts/test.sh`
     runs the suite on one."""
-    return importlib.util.find_spec("torch._inductor.debug_printer_hooks") is not None
+    from aoti_debug_printer import _install
+
+    return importlib.util.find_spec(_install._HOOKS_MODULE) is not None
 
 
 @pytest.fixture(autouse=True)

@@ -6,20 +6,19 @@ import importlib.util
 import itertools
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, torch_has_the_hooks
+from conftest import ROOT, SITE_PACKAGES, torch_has_the_hooks
 from test_shim import FILTER_CONFORMANCE
 
 
 def test_patch_series_applies_to_installed_torch():
     """On a stock torch each patch applies, in order; on a torch built with
     the series, each one comes back out, last first."""
-    site = Path(torch.__file__).parents[1]  # this Python's, whichever is on the PATH
+    # This Python's torch, whichever `python` is on the PATH.
     r = subprocess.run(
-        ["bash", ROOT / "patches" / "check.sh", site], capture_output=True, text=True
+        ["bash", ROOT / "patches" / "check.sh", SITE_PACKAGES], capture_output=True, text=True
     )
     assert r.returncode == 0, r.stdout + r.stderr
     lines = [line for line in r.stdout.splitlines() if line.startswith("ok ")]
