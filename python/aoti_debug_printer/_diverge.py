@@ -287,6 +287,10 @@ class Evaluation:
         # Parameters reach the graph through get_attr nodes, adapted there:
         # converting the module would convert the program's own tensors.
         self.module = program.module()
+        # Buffers and inputs the program changes in place (a KV cache's
+        # index_copy_, a running statistic's mul_): each evaluation starts
+        # from a copy, or it would start from the last one's result.
+        self.mutated = _changed_in_place(self.module.graph)
 
     def adapt(self, x):
         """A value as this evaluation holds it: for the truth, tensors on
@@ -350,6 +354,8 @@ class Evaluation:
                     result = super().run_node(n)
                     if n.op in ("placeholder", "get_attr"):
                         result = pytree.tree_map(evaluation.adapt, result)
+                        if n.name in evaluation.mutated and isinstance(result, torch.Tensor):
+                            result = result.clone()
                 if n.name in keep and isinstance(result, torch.Tensor):
                     # A copy: a later in-place op (add_, relu_) would change it.
                     values[n.name] = result.detach().clone()
@@ -406,6 +412,40 @@ class Evaluation:
         except Exception:  # noqa: BLE001 - no CPU kernel: the device's is all there is
             return target(*args, **kwargs)
         return pytree.tree_map_only(torch.Tensor, lambda t: t.to(self.device), result)
+
+
+def _changed_in_place(graph) -> set[str]:
+    """The placeholder and get_attr nodes an op of `graph` writes to: an
+    argument its schema marks written (index_copy_'s self, out=)."""
+    import torch
+
+    written: set[str] = set()
+    for n in graph.nodes:
+        schema = getattr(n.target, "_schema", None) if n.op == "call_function" else None
+        if schema is None or not schema.is_mutable:
+            continue
+        for i, a in enumerate(schema.arguments):
+            if a.alias_info is None or not a.alias_info.is_write:
+                continue
+            value = n.args[i] if i < len(n.args) else n.kwargs.get(a.name)
+            for v in value if isinstance(value, (list, tuple)) else [value]:
+                # Through views of it (cache[:, pos].copy_(k)) to what owns the memory.
+                while isinstance(v, torch.fx.Node) and _is_view(v):
+                    v = v.args[0]
+                if isinstance(v, torch.fx.Node) and v.op in ("placeholder", "get_attr"):
+                    written.add(v.name)
+    return written
+
+
+def _is_view(n) -> bool:
+    schema = getattr(n.target, "_schema", None) if n.op == "call_function" else None
+    return bool(
+        schema is not None
+        and n.args
+        and schema.arguments
+        and schema.arguments[0].alias_info is not None
+        and not schema.arguments[0].alias_info.is_write
+    )
 
 
 def eager_values(

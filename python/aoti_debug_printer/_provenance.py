@@ -50,7 +50,7 @@ import math
 import operator
 import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ._numerics import dtype_name
 from ._options import shim
@@ -101,6 +101,9 @@ class Writes:
     defined: frozenset[str]
     mutated: frozenset[str]
     fresh: frozenset[str] = frozenset()
+    # mutated buffer -> the last IR buffer or node of this kernel that
+    # changes it (its value once the kernel has run: see value_after)
+    mutated_by: dict = field(default_factory=dict, compare=False)
 
 
 def note_kernel_nodes(kernel_name: str | None, node_schedule) -> None:
@@ -143,17 +146,18 @@ def _writes_of_nodes(nodes) -> Writes:
 
     real = getattr(getattr(V.graph, "scheduler", None), "mutation_real_name", {}) or {}
     defined: set[str] = set()
-    mutated: set[str] = set()
+    mutated_by: dict = {}
     for node in nodes:
         for b in node.get_buffer_names():
             if real.get(b, b) != b:
-                mutated.add(real[b])  # a buffer that stands for a change to another
+                # a buffer that stands for a change to another
+                mutated_by[real[b]] = V.graph.get_buffer(b)
             else:
                 defined.add(b)
         ir_node = getattr(node, "node", None)
         for m in ir_node.get_mutation_names() if ir_node is not None else ():
-            mutated.add(real.get(m, m))
-    return Writes(frozenset(defined), frozenset(mutated))
+            mutated_by[real.get(m, m)] = ir_node
+    return Writes(frozenset(defined), frozenset(mutated_by), mutated_by=mutated_by)
 
 
 def _writes_of_line_being_rendered() -> Writes | None:
@@ -184,7 +188,7 @@ def _writes_of_line_being_rendered() -> Writes | None:
                 }
                 defined = frozenset({node.get_name()} | outputs) - mutated
                 fresh = defined if isinstance(node, ir.ExternKernelAlloc) else frozenset()
-                return Writes(defined, frozenset(mutated), fresh)
+                return Writes(defined, frozenset(mutated), fresh, {m: node for m in mutated})
             return None
         frame = frame.f_back
     return None
@@ -218,6 +222,7 @@ class _GraphFacts:
     def __init__(self, graph) -> None:
         self.graph = graph
         self._root: dict = {}
+        self._mutators_by_buffer: dict[str, list] | None = None
         # exported node -> Inductor nodes of it that something outside uses
         self.exits: dict[str, list] = {}
         fx_graph = getattr(graph, "graph", None)
@@ -242,6 +247,77 @@ class _GraphFacts:
                 continue
             if any(u.op == "output" or self.root(u) != root for u in n.users):
                 self.exits.setdefault(root, []).append(n)
+
+    def _mutators(self) -> dict[str, list]:
+        """Mutated buffer -> the IR buffers and nodes that change it, in
+        schedule order."""
+        if self._mutators_by_buffer is None:
+            scheduler = getattr(self.graph, "scheduler", None)
+            real = getattr(scheduler, "mutation_real_name", {}) or {}
+            by_buffer: dict[str, list] = {}
+            for outer in getattr(scheduler, "nodes", ()):
+                for node in outer.get_nodes() if hasattr(outer, "get_nodes") else [outer]:
+                    for b in node.get_buffer_names():
+                        if real.get(b, b) != b:
+                            by_buffer.setdefault(real[b], []).append(self.graph.get_buffer(b))
+                    ir_node = getattr(node, "node", None)
+                    for m in ir_node.get_mutation_names() if ir_node is not None else ():
+                        changes = by_buffer.setdefault(real.get(m, m), [])
+                        if not changes or changes[-1] is not ir_node:
+                            changes.append(ir_node)
+            self._mutators_by_buffer = by_buffer
+        return self._mutators_by_buffer
+
+    def value_after(self, buffer_name: str, mutator) -> tuple[str, str, str]:
+        """What a buffer holds once `mutator` (an IR buffer standing for a
+        change to it, or an extern kernel that changes it) has run: (node,
+        "", "") where that is an exported node's value, ("", why, formula)
+        otherwise.
+
+        A functional node of Inductor's graph that takes the buffer's old
+        value (index_put, scatter: what an index_add_, index_copy_ or
+        accumulating index_put_ became) is done, in place, by its mutators.
+        Once the last of them has run, the buffer holds that node's value,
+        and so that of the exported node whose decomposition it ends. The
+        node is the buffer's own origin (a lowering that copies its input
+        first) or, where the buffer is a graph input, the mutator's origin
+        whose first argument is that input."""
+        try:
+            origins = set(getattr(mutator, "origins", None) or ())
+            changes = self._mutators().get(buffer_name, [])
+            position = next((i for i, m in enumerate(changes) if m is mutator), None)
+            if position is None:
+                return "", Reason.CHANGED_IN_PLACE.why(), ""
+            # A node a later mutator also works on is not done yet.
+            for later in changes[position + 1 :]:
+                origins -= set(getattr(later, "origins", None) or ())
+            buffer = self.graph.get_buffer(buffer_name)
+            own = buffer.get_origin_node() if buffer is not None else None
+            old_value = own if own is not None else self.named.get(buffer_name)
+            if own is not None and own in origins:
+                done = [own]
+            else:
+                done = [
+                    o
+                    for o in origins
+                    if o.op == "call_function" and o.args and o.args[0] is old_value
+                ]
+                # Of a chain on the old value (mul(state, 0.9), then the
+                # copy_ of what follows), the last: one the others don't use.
+                if len(done) > 1:
+                    done = [o for o in done if not origins.intersection(o.users)]
+        except Exception:  # noqa: BLE001 - internals move between torch releases
+            done = []
+        if len(done) != 1 or done[0] is None:
+            return "", Reason.CHANGED_IN_PLACE.why(), ""
+        done = done[0]
+        # A graph input changed by the program (a buffer's mul_, a cache's
+        # update): copy_(input, new value) ends the graph; what it copies
+        # is the node.
+        if _op_name_or_none(done.target) in _COPIES and _is_fx_node(done.args[1]):
+            done = done.args[1]
+        node, why = self._holds(done)
+        return (node, "", "") if node else ("", why, self.formula_of(done))
 
     def root(self, fx_node) -> str | None:
         if fx_node not in self._root:
@@ -515,6 +591,23 @@ class _GraphFacts:
         return json.dumps(formula, separators=(",", ":"), allow_nan=False)
 
 
+# Ops that copy their second argument into their first.
+_COPIES = frozenset({"aten.copy_.default", "aten.copy.default"})
+
+
+def _op_name_or_none(target) -> str | None:
+    try:
+        return _op_name(target)
+    except _NoFormula:
+        return str(target)
+
+
+def _is_fx_node(value) -> bool:
+    import torch.fx
+
+    return isinstance(value, torch.fx.Node)
+
+
 class _NoFormula(Exception):
     """A value whose formula cannot be written exactly."""
 
@@ -669,12 +762,15 @@ class Provenance:
                 after[name] = self._held[name] = (ROLE_READ_WRITE, *stored[1:])
             elif name in writes.mutated:
                 before[name] = _read(self._held.get(name), "")
-                after[name] = self._held[name] = (
-                    ROLE_READ_WRITE,
-                    "",
-                    Reason.CHANGED_IN_PLACE.why(kernel_name),
-                    "",
+                mutator = writes.mutated_by.get(name)
+                node, why, formula = (
+                    facts.value_after(name, mutator)
+                    if mutator is not None
+                    else ("", Reason.CHANGED_IN_PLACE.why(), "")
                 )
+                if why == Reason.CHANGED_IN_PLACE.why():
+                    why = Reason.CHANGED_IN_PLACE.why(kernel_name)
+                after[name] = self._held[name] = (ROLE_READ_WRITE, node, why, formula)
             elif name in writes.defined and name not in self._held:
                 before[name] = (ROLE_WRITE, "", Reason.NOT_YET_WRITTEN.why(), "")
                 after[name] = self._held[name] = self._stored(facts, name, kernel_name)

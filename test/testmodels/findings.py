@@ -283,6 +283,62 @@ class ReuseChain(torch.nn.Module):
         return x
 
 
+class ScatterAccumulate(_Plantable):
+    """Rows accumulated into a buffer by index (index_add: float atomics on
+    CUDA, an accumulating loop on CPU), then normalised and projected."""
+
+    def __init__(self, plant_at=None, d=16, rows=8) -> None:
+        super().__init__(plant_at)
+        self.rows = rows
+        self.a = torch.nn.Linear(d, d)
+        self.ln = torch.nn.LayerNorm(d)
+        self.b = torch.nn.Linear(d, d)
+
+    def forward(self, x, index):
+        h = self.maybe_plant(0, torch.tanh(self.a(x)))
+        pooled = torch.zeros(self.rows, x.shape[-1], device=x.device).index_add(0, index, h)
+        return self.b(self.maybe_plant(1, self.ln(pooled)))
+
+
+class BufferUpdate(_Plantable):
+    """A module buffer changed in place by every call (a running statistic:
+    mul_ then add_), which the output reads back."""
+
+    def __init__(self, plant_at=None, d=16) -> None:
+        super().__init__(plant_at)
+        self.a = torch.nn.Linear(d, d)
+        self.register_buffer("running", torch.linspace(0.5, 1.5, d))
+
+    def forward(self, x):
+        h = torch.tanh(self.a(x))
+        self.running.mul_(0.9).add_(0.1 * self.maybe_plant(0, h.mean(dim=0)))
+        return x * self.running + self.maybe_plant(1, h)
+
+
+class StaticKVDecode(_Plantable):
+    """One decode step with a static KV cache: the new token's keys and
+    values go into cache buffers with index_copy_, and attention reads the
+    whole cache. Position 0 plants into the keys before the cache update."""
+
+    def __init__(self, plant_at=None, d=32, heads=4, length=16) -> None:
+        super().__init__(plant_at)
+        self.heads = heads
+        self.qkv = torch.nn.Linear(d, 3 * d)
+        self.proj = torch.nn.Linear(d, d)
+        shape = (1, heads, length, d // heads)
+        self.register_buffer("k_cache", torch.randn(shape))
+        self.register_buffer("v_cache", torch.randn(shape))
+
+    def forward(self, x, position):
+        b, t, d = x.shape
+        q, k, v = self.qkv(x).split(d, dim=-1)
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+        self.k_cache.index_copy_(2, position, self.maybe_plant(0, k))
+        self.v_cache.index_copy_(2, position, v)
+        a = F.scaled_dot_product_attention(q, self.k_cache, self.v_cache)
+        return self.proj(self.maybe_plant(1, a.transpose(1, 2).reshape(b, t, d)))
+
+
 class _Activation(torch.nn.Module):
     """Where a transformers layer's activation was: the planted GELU."""
 
@@ -367,6 +423,13 @@ def build(name: str, plant_at: int | None = None, device: str = "cpu", kind: str
         model, inputs = InPlaceAndViews(plant_at), (torch.randn(5, 24),)
     elif name == "reuse_chain":
         model, inputs = ReuseChain(), (torch.randn(7, 16),)
+    elif name == "scatter_accumulate":
+        model = ScatterAccumulate(plant_at)
+        inputs = (torch.randn(12, 16), torch.randint(0, 8, (12,)))
+    elif name == "buffer_update":
+        model, inputs = BufferUpdate(plant_at), (torch.randn(6, 16),)
+    elif name == "kv_decode":
+        model, inputs = StaticKVDecode(plant_at), (torch.randn(1, 1, 32), torch.tensor([5]))
     else:
         raise KeyError(name)
     if isinstance(model, _Plantable):
@@ -404,6 +467,11 @@ CORRECT = (
     "pre_ln_transformer_fp16",
     "gpt2",
     "bert",
+    # Values changed in place: accumulated by index, a buffer's mul_/add_,
+    # a KV cache's index_copy_.
+    "scatter_accumulate",
+    "buffer_update",
+    "kv_decode",
 )
 # (model, position, kind): each planted bug at several places in several models.
 PLANTED = (
@@ -419,6 +487,10 @@ PLANTED = (
     ("gpt2", 2, "gelu_constant"),
     ("post_ln_mlp", 0, "bf16_reduction"),
     ("pre_ln_transformer", 2, "bf16_reduction"),
+    # In the accumulating kernel, the buffer update and the cache update.
+    ("scatter_accumulate", 0, "affine"),
+    ("buffer_update", 0, "affine"),
+    ("kv_decode", 0, "tanh_gelu"),
 )
 # Bugs only a CUDA run has: the op's CUDA kernel.
 PLANTED_CUDA = (("post_ln_mlp", 1, "half_kernel"), ("pre_ln_transformer", 0, "half_kernel"))
