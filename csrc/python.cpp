@@ -147,6 +147,7 @@ PYBIND11_MODULE(_C, m) {
   m.attr("ROLE_READ") = static_cast<int>(AOTI_DEBUG_PRINTER_ROLE_READ);
   m.attr("ROLE_WRITE") = static_cast<int>(AOTI_DEBUG_PRINTER_ROLE_WRITE);
   m.attr("ROLE_READ_WRITE") = static_cast<int>(AOTI_DEBUG_PRINTER_ROLE_READ_WRITE);
+  m.attr("ROLE_ACCUMULATE") = static_cast<int>(AOTI_DEBUG_PRINTER_ROLE_ACCUMULATE);
 
   m.def(
       "begin_run",

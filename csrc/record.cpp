@@ -132,6 +132,7 @@ std::string role_name(Role role) {
     case Role::Read: return "read";
     case Role::Write: return "write";
     case Role::ReadWrite: return "read_write";
+    case Role::Accumulate: return "accumulate";
     case Role::Unknown: break;
   }
   return "";

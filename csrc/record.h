@@ -33,6 +33,7 @@ enum class Role : int32_t {
   Read = AOTI_DEBUG_PRINTER_ROLE_READ,
   Write = AOTI_DEBUG_PRINTER_ROLE_WRITE,
   ReadWrite = AOTI_DEBUG_PRINTER_ROLE_READ_WRITE,
+  Accumulate = AOTI_DEBUG_PRINTER_ROLE_ACCUMULATE,
 };
 // before_launch, after_launch, model_input, upstream; "phaseN" for a number
 // the ABI was given that is none of them.

@@ -555,3 +555,48 @@ def test_compare_judges_by_the_flags_the_runs_recorded(tmp_path):
     assert c.env_b.tf32_matmul is True and c.env_a.tf32_matmul is False
     text = format_comparison(c)
     assert re.search(r"^! tf32_matmul +false +true", text, re.M), text
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_diverge_at_another_size_with_inputs_from_either_device(device, tmp_path):
+    """A dynamic-shape program checked at a size other than its example's:
+    --inputs saved from the CPU or the program's device run where its
+    weights live (one note when moved); silent when right, and the planted
+    kernel named when wrong."""
+    model, inputs, dynamic = findings.build("dynamic_batch", device=device)
+    program = torch.export.export(model, inputs, dynamic_shapes=dynamic)
+    torch.export.save(program, tmp_path / "program.pt2")
+    other = torch.randn(23, 32)
+    for source in sorted({"cpu", device}):
+        torch.save((other.to(source),), tmp_path / f"inputs-{source}.pt")
+        done = cli(
+            "diverge", tmp_path / "program.pt2", "--inputs", tmp_path / f"inputs-{source}.pt"
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "no divergence from eager" in done.stdout
+        assert (f"inputs moved from cpu to {device}" in done.stderr) == (source != device)
+
+    model, inputs, dynamic = findings.build("dynamic_batch", plant_at=1, device=device)
+    program = torch.export.export(model, inputs, dynamic_shapes=dynamic)
+    with findings.wrong_lowering("affine"):
+        found = aoti_debug_printer.first_divergence_from_eager(program, inputs=(other,))
+    assert found.first is not None, format_divergence(found)
+    assert names_the_planted_kernel(found.first.record, planted_nodes(program, "affine"))
+    assert found.first.record.tensor.shape[0] == 23
+
+
+def test_inputs_the_program_cannot_take_get_one_line(tmp_path):
+    model, inputs, dynamic = findings.build("dynamic_batch")
+    torch.export.save(
+        torch.export.export(model, inputs, dynamic_shapes=dynamic), tmp_path / "program.pt2"
+    )
+    for given, said in (
+        ((torch.randn(5, 32), torch.randn(5, 32)), "inputs: 2 given, the program takes 1 (x)"),
+        ((torch.randn(5, 32).double(),), "inputs: x (input 0) is float64 of rank 2, the program"),
+        ((torch.randn(5, 2, 16),), "inputs: x (input 0) is float32 of rank 3, the program takes"),
+    ):
+        torch.save(given, tmp_path / "bad.pt")
+        done = cli("diverge", tmp_path / "program.pt2", "--inputs", tmp_path / "bad.pt")
+        assert done.returncode == 2 and "Traceback" not in done.stderr
+        (line,) = done.stderr.strip().splitlines()
+        assert said in line, line

@@ -93,6 +93,12 @@ def test_a_guard_finding_of_an_op_changing_its_input_reproduces(package, tmp_pat
     assert ran.returncode == 1, ran.stdout + ran.stderr
     assert re.search(r"FAIL buf\d+: the kernel only reads it, and changed 32 of 32", ran.stdout)
     assert "kernel adp_models::scale_rows_sloppy (op)" in ran.stdout
+    # Without the op's module on the path: one line naming it and where it
+    # was, no traceback.
+    ran = run_alone(tmp_path / "repro", tmp_path / "without", op_module=False)
+    assert ran.returncode != 0 and "Traceback" not in ran.stderr, ran.stderr
+    (line,) = ran.stderr.strip().splitlines()
+    assert "needs module testmodels.small" in line and f"PYTHONPATH={HERE} " in line, line
 
 
 def test_a_guard_finding_of_a_kernel_writing_past_its_output_reproduces(package, tmp_path, capfd):

@@ -336,7 +336,7 @@ def test_the_codegen_uses_the_headers_enum_values():
         "WRITES_UNSEEN",
     ):
         assert getattr(_codegen, name) == getattr(_C, name), name
-    for name in ("ROLE_UNKNOWN", "ROLE_READ", "ROLE_WRITE", "ROLE_READ_WRITE"):
+    for name in ("ROLE_UNKNOWN", "ROLE_READ", "ROLE_WRITE", "ROLE_READ_WRITE", "ROLE_ACCUMULATE"):
         assert getattr(_provenance, name) == getattr(_C, name), name
 
 

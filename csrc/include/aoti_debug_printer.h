@@ -29,7 +29,9 @@
 // fields are in docs/output.md). Readers refuse a newer one. 2: upstream's
 // records have phase "upstream" and their message in "label"; "why" is a
 // reason code (aoti_debug_printer/_records.py), its detail after a colon.
-#define AOTI_DEBUG_PRINTER_RECORD_SCHEMA 2
+// 3: role "accumulate", and a value changed in place carries the node it
+// holds once changed.
+#define AOTI_DEBUG_PRINTER_RECORD_SCHEMA 3
 
 #ifdef __cplusplus
 extern "C" {
@@ -72,6 +74,9 @@ enum {
   AOTI_DEBUG_PRINTER_ROLE_READ = 1,        // only reads it
   AOTI_DEBUG_PRINTER_ROLE_WRITE = 2,       // stores its value, which nothing held before
   AOTI_DEBUG_PRINTER_ROLE_READ_WRITE = 3,  // changes a value it was given (in place)
+  // Adds into a value it was given in an order the hardware picks (float
+  // atomics): nondeterministic by construction, in its last bits.
+  AOTI_DEBUG_PRINTER_ROLE_ACCUMULATE = 4,
 };
 
 // Why a tensor record returns nonzero: the caller must stop the run.

@@ -36,6 +36,7 @@ __all__ = [
     "compare",
     "report",
     "first_divergence_from_eager",
+    "first_difference_between_runs",
     "write_repro",
 ]
 
@@ -113,6 +114,17 @@ def first_divergence_from_eager(
         repro=repro,
         package=package,
     )
+
+
+def first_difference_between_runs(program, inputs=None, runs=2, imports=(), progress=False):
+    """Compiles an exported program at level 1 once, runs it `runs` times
+    on the same inputs, and compares the runs bit for bit; see `aoti-debug
+    diverge --runs`. Returns a RunsCheck (.first: the first value that
+    differs, a Difference; .nondeterministic_kernel: whether its kernel
+    should have been deterministic)."""
+    from ._diverge import first_difference_between_runs as _runs
+
+    return _runs(program, inputs, runs=runs, imports=tuple(imports), progress=progress)
 
 
 def write_repro(dump, package, directory, kernel=None, launch=None, call=None, imports=()):

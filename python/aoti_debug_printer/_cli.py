@@ -3,7 +3,7 @@
 aoti-debug compare A B [--rtol R] [--atol A] [--top N] [--strict]
 aoti-debug report DUMP [-o report.html]
 aoti-debug diverge PROGRAM.pt2 [--import MODULE]... [--inputs FILE] [--dump DUMP] [--quiet]
-                   [--repro DIR [--package MODEL.pt2]]
+                   [--repro DIR [--package MODEL.pt2]] [--runs N]
 aoti-debug repro DUMP --package MODEL.pt2 [--kernel NAME] [--launch N] [--call N] [-o DIR]
 """
 
@@ -25,6 +25,9 @@ def _compare(args) -> int:
 
     c = compare(args.a, args.b, rtol=args.rtol, atol=args.atol)
     sys.stdout.write(format_comparison(c, top=args.top))
+    if not c.compared:
+        # No verdict over zero values.
+        raise ValueError("compared nothing: no value of A has its match in B")
     # Across two compiles, values on one side only are expected (other
     # fusions): they fail the run only when asked.
     one_sided = bool(c.only_a or c.only_b)
@@ -40,9 +43,23 @@ def _report(args) -> int:
 
 
 def _diverge(args) -> int:
-    from ._diverge import first_divergence_from_eager, format_divergence, load_inputs
+    from ._diverge import (
+        first_difference_between_runs,
+        first_divergence_from_eager,
+        format_divergence,
+        format_runs_check,
+        load_inputs,
+    )
 
     inputs = load_inputs(args.inputs) if args.inputs else None
+    if args.runs is not None:
+        if args.dump or args.repro:
+            raise ValueError("--runs compiles and runs the program itself: no --dump or --repro")
+        check = first_difference_between_runs(
+            args.program, inputs, args.runs, tuple(args.imports), progress=not args.quiet
+        )
+        sys.stdout.write(format_runs_check(check))
+        return 1 if check.nondeterministic_kernel else 0
     if args.dump and args.repro and not args.package:
         raise ValueError("--repro with --dump needs --package: the .pt2 the dump's run loaded")
     result = first_divergence_from_eager(
@@ -127,6 +144,14 @@ def main(argv: list[str] | None = None) -> int:
         "compiled from PROGRAM, on the same inputs",
     )
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.add_argument(
+        "--runs",
+        type=int,
+        metavar="N",
+        help="instead of eager: run the compiled program N times on the same inputs and "
+        "name the first kernel whose values differ bit for bit (exit 1 where that kernel "
+        "should be deterministic)",
+    )
     p.add_argument(
         "--repro",
         metavar="DIR",

@@ -45,6 +45,15 @@ class Difference:
     # With an explicit tolerance: elements beyond it.
     beyond_tolerance: int = 0
     explicit: bool = False
+    # Whether the two values are the same bit for bit; None where only
+    # their statistics were recorded.
+    identical: bool | None = None
+
+    @property
+    def nondeterministic_by_construction(self) -> bool:
+        """Its kernel adds with float atomics (Role.ACCUMULATE): two runs on
+        the same inputs may differ here in their last bits without a bug."""
+        return self.a.role.nondeterministic or self.b.role.nondeterministic
 
     @property
     def diverged(self) -> bool:
@@ -90,6 +99,26 @@ class Comparison:
         """The first value, in launch order (of dump A), where an error is introduced."""
         return self.diverged[0] if self.diverged else None
 
+    @property
+    def first_different(self) -> Difference | None:
+        """The first value, in launch order (of dump A), that differs bit
+        for bit, whatever its noise verdict: between two runs of one
+        compile, its kernel is the first that was not deterministic."""
+        return next((d for d in self.compared if d.identical is False), None)
+
+    @property
+    def same_build(self) -> bool:
+        """Both runs were of one compile on one kind of device (their
+        environments say so): a value that differs bit for bit then differs
+        because of a kernel that is not deterministic."""
+        a, b = self.env_a, self.env_b
+        return (
+            a is not None
+            and b is not None
+            and bool(a.inductor_config)
+            and (a.inductor_config, a.torch, a.device) == (b.inductor_config, b.torch, b.device)
+        )
+
     def worst(self, n: int = 10) -> list[Difference]:
         return sorted(
             self.diverged, key=lambda d: (bool(d.problem), d.ratio, d.rel_rms), reverse=True
@@ -131,6 +160,7 @@ def _compare_tensors(
     if ta.shape != tb.shape or ta.dtype != tb.dtype:
         d.problem = f"{ta.dtype} {list(ta.shape)} vs {tb.dtype} {list(tb.shape)}"
         return
+    d.identical = _bitwise_equal(ta, tb)
     diff = difference(ta, tb)
     d.rel_rms, d.rel_max, d.mismatches, d.max_abs = (
         diff.rel_rms,
@@ -148,6 +178,16 @@ def _compare_tensors(
                 )
             ).sum()
         )
+
+
+def _bitwise_equal(ta, tb) -> bool:
+    """The same bits in every element (NaNs of one payload equal)."""
+    import torch
+
+    ta, tb = ta.contiguous(), tb.contiguous()
+    if ta.dtype == torch.bool or ta.numel() == 0:
+        return torch.equal(ta, tb)
+    return torch.equal(ta.view(torch.uint8), tb.view(torch.uint8))
 
 
 def _node_keyed(dump: Dump) -> tuple[dict[tuple, Record], dict[str, list[Record]]]:
@@ -336,8 +376,16 @@ def format_comparison(c: Comparison, top: int = 10) -> str:
         f"{len(c.only_a)} only in A, {len(c.only_b)} only in B"
         + (f"; {unmatched} written values hold no single node" if by_node else "")
     )
+    if not c.compared:
+        lines.append(
+            "compared nothing: no value of A has its match in B (no verdict; are they "
+            "dumps of one program?)"
+        )
+    lines.extend(_bitwise_lines(c))
     first = c.first
-    if first is None:
+    if first is None and not c.compared:
+        pass
+    elif first is None:
         lines.append(
             "no divergence: no value's difference goes beyond what its inputs and the "
             "runs' numerics explain"
@@ -366,6 +414,41 @@ def format_comparison(c: Comparison, top: int = 10) -> str:
     for why, recs in sorted(c.not_comparable.items(), key=lambda kv: -len(kv[1])):
         lines.append(f"not comparable ({len(recs)}): {why}")
     return "\n".join(lines) + "\n"
+
+
+def _bitwise_lines(c: Comparison) -> list[str]:
+    """Whether the dumps differ bit for bit, and where first."""
+    known = [d for d in c.compared if d.identical is not None]
+    if not known:
+        return []
+    differ = [d for d in known if not d.identical]
+    if not differ:
+        return [f"bit for bit: all {len(known)} values compared element by element are identical"]
+    first = c.first_different
+    by_node = c.matched_by == "node"
+    lines = [
+        f"bit for bit: {len(differ)} of {len(known)} values differ; the first: "
+        f"{_what(first, by_node)}"
+    ]
+    if not c.same_build:
+        lines.append(
+            "  the runs were compiled or run differently (their environments differ): "
+            "values are expected to differ in their last bits"
+        )
+    elif first.a.phase is Phase.MODEL_INPUT:
+        lines.append("  the model inputs differ: these are not two runs on the same inputs")
+    elif first.nondeterministic_by_construction:
+        lines.append(
+            f"  {first.a.kernel} adds with float atomics: nondeterministic by construction "
+            "(not a bug; torch.use_deterministic_algorithms(True) before compiling avoids it)"
+        )
+    else:
+        lines.append(
+            f"  NONDETERMINISTIC KERNEL: {first.a.kernel} is deterministic by construction, "
+            "and every value before it is identical: on the same inputs it should give the "
+            "same bits"
+        )
+    return lines
 
 
 def _explain(d: Difference) -> str:

@@ -983,11 +983,105 @@ def first_divergence_from_eager(
     decompositions). `progress`: a line on stderr per long phase. `repro`:
     a new directory to write a one-kernel repro of the first divergence to
     (with `dump`, `package` is the .pt2 its run loaded)."""
-    import torch
-
-    from ._options import options
-
     steps = _Progress(progress)
+    program, args, kwargs = _program_and_inputs(program, inputs, imports)
+    if dump is not None:
+        dump = load_dump(dump)
+        args, kwargs = _inputs_of_the_run(dump, args, kwargs, given=inputs is not None)
+        result = match_dump(dump, program, args, kwargs, progress=steps)
+        return _with_repro(result, dump, package, repro, imports)
+    with tempfile.TemporaryDirectory(prefix="aoti-debug-diverge-") as tmp:
+        steps.phase("compiling with AOTInductor at level 1")
+        package = _compile_at_level_1(program, Path(tmp) / "model.pt2")
+        steps.phase("running the compiled model once, saving what its kernels write")
+        _run_into(package, args, kwargs, Path(tmp) / "dump")
+        result = match_dump(Path(tmp) / "dump", program, args, kwargs, progress=steps)
+        return _with_repro(result, Path(tmp) / "dump", package, repro, imports)
+
+
+@dataclass
+class RunsCheck:
+    """Runs of one compile on the same inputs, each compared with the first
+    bit for bit (see _compare)."""
+
+    comparisons: list  # of _compare.Comparison: run 0 against run k
+
+    @property
+    def first(self):
+        """The first value that differs between run 0 and a later run, as
+        a _compare.Difference; None when every run gave the same bits."""
+        return next(
+            (c.first_different for c in self.comparisons if c.first_different is not None), None
+        )
+
+    @property
+    def nondeterministic_kernel(self) -> bool:
+        """A kernel that should be deterministic gave other bits."""
+        first = self.first
+        return first is not None and not first.nondeterministic_by_construction
+
+
+def first_difference_between_runs(
+    program, inputs=None, runs: int = 2, imports: tuple[str, ...] = (), progress: bool = False
+) -> RunsCheck:
+    """Compiles `program` at level 1 once, runs it `runs` times on the same
+    inputs (as for first_divergence_from_eager), and compares every run's
+    values with the first run's bit for bit: the first kernel whose values
+    differ is the first that was not deterministic."""
+    from ._compare import compare
+
+    if runs < 2:
+        raise ProgramError(f"--runs {runs}: a comparison of runs needs at least 2")
+    steps = _Progress(progress)
+    program, args, kwargs = _program_and_inputs(program, inputs, imports)
+    with tempfile.TemporaryDirectory(prefix="aoti-debug-runs-") as tmp:
+        steps.phase("compiling with AOTInductor at level 1")
+        package = _compile_at_level_1(program, Path(tmp) / "model.pt2")
+        dumps = []
+        for k in range(runs):
+            steps.phase(f"run {k + 1} of {runs}, saving what its kernels write")
+            dumps.append(_run_into(package, args, kwargs, Path(tmp) / f"run{k}"))
+        return RunsCheck([compare(dumps[0], d) for d in dumps[1:]])
+
+
+def format_runs_check(check: RunsCheck) -> str:
+    from ._compare import _what
+
+    runs = len(check.comparisons) + 1
+    compared = len(check.comparisons[0].compared) if check.comparisons else 0
+    first = check.first
+    if first is None:
+        return (
+            f"{runs} runs on the same inputs: all {compared} values kernels wrote are "
+            "identical bit for bit\n"
+        )
+    which = next(c for c in check.comparisons if c.first_different is first)
+    differ = sum(1 for d in which.compared if d.identical is False)
+    lines = [
+        f"{runs} runs on the same inputs: {differ} of {compared} values differ bit for bit",
+        f"first: {_what(first, True)}",
+    ]
+    if first.nondeterministic_by_construction:
+        lines.append(
+            f"  {first.a.kernel} adds with float atomics: nondeterministic by construction, "
+            "not a bug (torch.use_deterministic_algorithms(True) before compiling avoids it)"
+        )
+    else:
+        lines.append(
+            f"NONDETERMINISTIC KERNEL: {first.a.kernel} (launch {first.a.launch}) is "
+            "deterministic by construction, and every value before it is identical"
+        )
+    lines.append(
+        f"  largest difference {first.max_abs:.6g}, relative RMS {first.rel_rms:.3g}, "
+        f"in {first.a.tensor.dtype} {first.a.tensor.shape}"
+    )
+    return "\n".join(lines) + "\n"
+
+
+def _program_and_inputs(program, inputs, imports) -> tuple[Any, tuple, dict]:
+    """The program (loaded, after `imports`) and the inputs to run it on:
+    the given ones, checked against what the program takes and moved to
+    the device its example inputs live on, else its example inputs."""
     for name in imports:
         try:
             importlib.import_module(name)
@@ -998,28 +1092,77 @@ def first_divergence_from_eager(
         if program.example_inputs is None:
             raise ProgramError("the program has no example inputs; pass inputs")
         args, kwargs = program.example_inputs
-    else:
-        args, kwargs = _split_inputs(inputs, "inputs")
-    if dump is not None:
-        dump = load_dump(dump)
-        args, kwargs = _inputs_of_the_run(dump, args, kwargs, given=inputs is not None)
-        result = match_dump(dump, program, args, kwargs, progress=steps)
-        return _with_repro(result, dump, package, repro, imports)
-    with tempfile.TemporaryDirectory(prefix="aoti-debug-diverge-") as tmp:
-        patch = {
-            "aot_inductor.debug_intermediate_value_printer": "1",
-            "aot_inductor.filtered_kernel_names": None,
-        }
-        steps.phase("compiling with AOTInductor at level 1")
-        with _installed_for_the_compile(), torch._inductor.config.patch(patch):
-            package = torch._inductor.aoti_compile_and_package(
-                program, package_path=str(Path(tmp) / "model.pt2")
+        return program, tuple(args), dict(kwargs or {})
+    args, kwargs = _split_inputs(inputs, "inputs")
+    args, kwargs = _fit_inputs(program, args, kwargs)
+    return program, args, kwargs
+
+
+def _fit_inputs(program, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """The given inputs, checked against the program's user inputs (count,
+    dtype, rank: a ProgramError naming the argument), each tensor moved to
+    the device of the program's own input there, with one note."""
+    import torch
+    from torch.utils import _pytree as pytree
+
+    names = list(program.graph_signature.user_inputs)
+    placeholders = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
+    expected = [placeholders[n].meta.get("val") for n in names if n in placeholders]
+    flat, spec = pytree.tree_flatten((tuple(args), dict(kwargs or {})))
+    if len(flat) != len(expected):
+        raise ProgramError(
+            f"inputs: {len(flat)} given, the program takes {len(expected)} " f"({', '.join(names)})"
+        )
+    moved: set[tuple[str, str]] = set()
+    for i, (given, want) in enumerate(zip(flat, expected)):
+        name = names[i]
+        if not isinstance(want, torch.Tensor):
+            continue
+        if not isinstance(given, torch.Tensor):
+            raise ProgramError(
+                f"inputs: {name} (input {i}) is a {type(given).__name__}, the program takes "
+                f"a {dtype_name(want.dtype)} tensor of rank {want.dim()}"
             )
-        steps.phase("running the compiled model once, saving what its kernels write")
-        with options(dump_dir=Path(tmp) / "dump", level=-1, trap=0, kernels=""):
-            torch._inductor.aoti_load_package(package)(*args, **kwargs)
-        result = match_dump(Path(tmp) / "dump", program, args, kwargs, progress=steps)
-        return _with_repro(result, Path(tmp) / "dump", package, repro, imports)
+        if given.dtype != want.dtype or given.dim() != want.dim():
+            raise ProgramError(
+                f"inputs: {name} (input {i}) is {dtype_name(given.dtype)} of rank "
+                f"{given.dim()}, the program takes {dtype_name(want.dtype)} of rank {want.dim()}"
+            )
+        if given.device != want.device:
+            moved.add((str(given.device), str(want.device)))
+            flat[i] = given.to(want.device)
+    for source, target in sorted(moved):
+        log.info(
+            "diverge: inputs moved from %s to %s, where the program's inputs and weights live",
+            source,
+            target,
+        )
+    args, kwargs = pytree.tree_unflatten(flat, spec)
+    return tuple(args), dict(kwargs)
+
+
+def _compile_at_level_1(program, package_path: Path) -> str:
+    """An AOTInductor package of `program` with our printer at level 1,
+    every kernel selected."""
+    import torch
+
+    patch = {
+        "aot_inductor.debug_intermediate_value_printer": "1",
+        "aot_inductor.filtered_kernel_names": None,
+    }
+    with _installed_for_the_compile(), torch._inductor.config.patch(patch):
+        return torch._inductor.aoti_compile_and_package(program, package_path=str(package_path))
+
+
+def _run_into(package, args: tuple, kwargs: dict, dump: Path) -> Path:
+    """Runs the package once, saving what its kernels write into `dump`."""
+    import torch
+
+    from ._options import options
+
+    with options(dump_dir=dump, level=-1, trap=0, kernels=""):
+        torch._inductor.aoti_load_package(package)(*args, **kwargs)
+    return dump
 
 
 def _with_repro(result: Divergence, dump, package, repro, imports) -> Divergence:

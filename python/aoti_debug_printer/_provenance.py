@@ -60,6 +60,7 @@ from ._records import Reason
 _abi = shim()
 ROLE_UNKNOWN, ROLE_READ = _abi.ROLE_UNKNOWN, _abi.ROLE_READ
 ROLE_WRITE, ROLE_READ_WRITE = _abi.ROLE_WRITE, _abi.ROLE_READ_WRITE
+ROLE_ACCUMULATE = _abi.ROLE_ACCUMULATE
 
 # Ops whose output holds the same elements, in the same row-major order, as
 # their input: a value that reaches the end of a decomposition only through
@@ -591,6 +592,71 @@ class _GraphFacts:
         return json.dumps(formula, separators=(",", ":"), allow_nan=False)
 
 
+# ATen ops that add into their input in an order the hardware picks on
+# CUDA (torch.use_deterministic_algorithms flags them), where Inductor
+# calls them rather than generating the kernel.
+_ATOMIC_ON_CUDA = frozenset(
+    {
+        "aten.index_add_.default",
+        "aten.index_add.default",
+        "aten.scatter_add_.default",
+        "aten.scatter_add.default",
+        "aten.scatter_reduce_.two",
+        "aten.scatter_reduce.two",
+        "aten.index_reduce_.default",
+        "aten.index_put_.default",
+        "aten._index_put_impl_.default",
+        "aten._unsafe_index_put.default",
+        "aten.put_.default",
+    }
+)
+
+
+def _accumulates(mutator) -> bool:
+    """Whether `mutator` (an IR buffer or extern kernel changing a buffer
+    in place) adds floats into it with atomics: a generated scatter in
+    atomic_add mode, or a call of an ATen op that does so on CUDA (unless
+    compiled under torch.use_deterministic_algorithms(True), where
+    Inductor calls these ops for their deterministic kernels)."""
+    import torch
+    from torch._inductor import ir
+
+    try:
+        data = getattr(mutator, "data", None)
+        if isinstance(data, ir.Scatter):
+            return data.scatter_mode == "atomic_add" and data.dtype.is_floating_point
+        op = getattr(mutator, "op_overload", None)
+        if (
+            op is None
+            or str(op) not in _ATOMIC_ON_CUDA
+            or torch.are_deterministic_algorithms_enabled()
+        ):
+            return False
+        device = mutator.get_device()
+        return device is not None and device.type == "cuda" and _accumulate_flag(mutator)
+    except Exception:  # noqa: BLE001 - internals move between torch releases
+        return False
+
+
+def _accumulate_flag(kernel) -> bool:
+    """index_put_ and put_ accumulate only when asked (their `accumulate`
+    argument); the other ops always do."""
+    name = str(kernel.op_overload)
+    if "index_put" not in name and "put_" not in name:
+        return True
+    schema = kernel.op_overload._schema
+    names = [a.name for a in schema.arguments]
+    position = names.index("accumulate") if "accumulate" in names else None
+    constants = list(getattr(kernel, "constant_args", ()) or ())
+    value = (getattr(kernel, "kwargs", {}) or {}).get("accumulate")
+    if value is None and position is not None:
+        # Tensor arguments are inputs; what follows them are the constants.
+        tensors = len(getattr(kernel, "inputs", ()) or ())
+        k = position - tensors
+        value = constants[k] if 0 <= k < len(constants) else None
+    return bool(value)
+
+
 # Ops that copy their second argument into their first.
 _COPIES = frozenset({"aten.copy_.default", "aten.copy.default"})
 
@@ -770,7 +836,8 @@ class Provenance:
                 )
                 if why == Reason.CHANGED_IN_PLACE.why():
                     why = Reason.CHANGED_IN_PLACE.why(kernel_name)
-                after[name] = self._held[name] = (ROLE_READ_WRITE, node, why, formula)
+                role = ROLE_ACCUMULATE if _accumulates(mutator) else ROLE_READ_WRITE
+                after[name] = self._held[name] = (role, node, why, formula)
             elif name in writes.defined and name not in self._held:
                 before[name] = (ROLE_WRITE, "", Reason.NOT_YET_WRITTEN.why(), "")
                 after[name] = self._held[name] = self._stored(facts, name, kernel_name)

@@ -45,14 +45,23 @@ class Role(str, Enum):
     READ = "read"
     WRITE = "write"  # stores a value nothing held before
     READ_WRITE = "read_write"  # changes a value it was given, in place
+    # Adds into a value it was given in an order the hardware picks (float
+    # atomics): its last bits may differ from run to run.
+    ACCUMULATE = "accumulate"
 
     @property
     def reads(self) -> bool:
-        return self in (Role.READ, Role.READ_WRITE)
+        return self in (Role.READ, Role.READ_WRITE, Role.ACCUMULATE)
 
     @property
     def writes(self) -> bool:
-        return self in (Role.WRITE, Role.READ_WRITE)
+        return self in (Role.WRITE, Role.READ_WRITE, Role.ACCUMULATE)
+
+    @property
+    def nondeterministic(self) -> bool:
+        """Nondeterministic by construction: two runs on the same inputs
+        may differ here without a bug."""
+        return self is Role.ACCUMULATE
 
 
 class Reason(str, Enum):

@@ -438,6 +438,9 @@ def write_repro(
         "checks": finding.checks,
         "arg": finding.arg,
         "imports": list(imports),
+        # Where each was found when the repro was written: its one line
+        # names the directory to put on the path where it is missing.
+        "import_paths": {m: _import_path(m) for m in imports},
     }
     if "op" in call_spec:
         spec["kind"] = "op"
@@ -522,3 +525,19 @@ def format_repro(r: Repro) -> str:
         f"{r.bytes / 1024:.1f} KiB in {r.seconds:.2f} s\n"
         f"  run it: python {r.directory / 'repro.py'}   (an edited kernel: --source FILE)\n"
     )
+
+
+def _import_path(module: str) -> str:
+    """The directory to put on sys.path for `module` to import, as this
+    process found it; "" where it is not known."""
+    import sys
+
+    found = sys.modules.get(module)
+    file = getattr(found, "__file__", None)
+    if not file:
+        return ""
+    path = Path(file).resolve().parent
+    # A package's module: the directory above its top-level package.
+    for _ in range(module.count(".") + (1 if Path(file).name == "__init__.py" else 0)):
+        path = path.parent
+    return str(path)

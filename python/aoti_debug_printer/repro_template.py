@@ -36,7 +36,14 @@ def load_kernel(spec: dict, source: Path | None):
     one Inductor generated)."""
     kind, name = spec["kind"], spec["kernel"]
     for module in spec.get("imports", []):
-        importlib.import_module(module)  # registers the op
+        try:
+            importlib.import_module(module)  # registers the op
+        except ImportError as e:
+            where = spec.get("import_paths", {}).get(module) or "the directory that holds it"
+            sys.exit(
+                f"repro: this kernel needs module {module}, which does not import here "
+                f"({e}); put it on the path: PYTHONPATH={where} python {Path(sys.argv[0]).name}"
+            )
     if kind == "op":
         if source is not None:
             return _module(source).kernel

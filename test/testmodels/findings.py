@@ -339,6 +339,23 @@ class StaticKVDecode(_Plantable):
         return self.proj(self.maybe_plant(1, a.transpose(1, 2).reshape(b, t, d)))
 
 
+class AtomicPool(torch.nn.Module):
+    """Many rows added into a few by index: enough contention that the
+    float atomics of index_add land in another order run after run, on two
+    CPU threads as on a GPU."""
+
+    def forward(self, x, index):
+        pooled = torch.zeros(4, x.shape[-1], device=x.device).index_add(0, index, x)
+        return torch.tanh(pooled * 0.01)
+
+
+def atomic_pool(device: str = "cpu", rows: int = 200_000):
+    """(AtomicPool, inputs)."""
+    torch.manual_seed(0)
+    inputs = (torch.randn(rows, 64), torch.randint(0, 4, (rows,)))
+    return AtomicPool(), tuple(t.to(device) for t in inputs)
+
+
 class _Activation(torch.nn.Module):
     """Where a transformers layer's activation was: the planted GELU."""
 
