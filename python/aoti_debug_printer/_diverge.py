@@ -203,7 +203,9 @@ def load_inputs(path) -> tuple[tuple, dict]:
     if not path.is_file():
         raise ProgramError(f"no such inputs file: {path}")
     try:
-        value = torch.load(path, weights_only=True, map_location="cpu")
+        # Where they were saved from, where that device is here.
+        where = None if torch.cuda.is_available() else "cpu"
+        value = torch.load(path, weights_only=True, map_location=where)
     except Exception as e:  # noqa: BLE001
         raise ProgramError(f"{path} is not a torch.save'd inputs file: {first_line(e)}") from None
     return _split_inputs(value, str(path))

@@ -352,6 +352,17 @@ class _GraphFacts:
                 or self._copy_formula(buffer)
                 or self._before_bias_formula(buffer),
             )
+        if any(
+            fx_node in (getattr(m, "origins", None) or ())
+            for m in self._mutators().get(buffer_name, [])
+        ):
+            # A lowering that copies its input and changes the copy in place
+            # (index_put): the node's value is there once they have run.
+            return (
+                "",
+                Reason.INTERMEDIATE.why(f"of {fx_node.name}: before its changes in place"),
+                "",
+            )
         node, why = self._holds(fx_node)
         return (node, "", "") if node else ("", why, self.formula_of(fx_node))
 
