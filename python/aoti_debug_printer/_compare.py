@@ -383,14 +383,12 @@ def format_comparison(c: Comparison, top: int = 10) -> str:
         )
     lines.extend(_bitwise_lines(c))
     first = c.first
-    if first is None and not c.compared:
-        pass
-    elif first is None:
+    if first is None and c.compared:
         lines.append(
             "no divergence: no value's difference goes beyond what its inputs and the "
             "runs' numerics explain"
         )
-    else:
+    elif first is not None:
         lines.append(f"FIRST DIVERGENCE: {_what(first, by_node)}")
         lines.append("  " + (first.problem or _explain(first)))
         if c.b.is_dir() and first.b.kernel:
@@ -437,18 +435,24 @@ def _bitwise_lines(c: Comparison) -> list[str]:
         )
     elif first.a.phase is Phase.MODEL_INPUT:
         lines.append("  the model inputs differ: these are not two runs on the same inputs")
-    elif first.nondeterministic_by_construction:
-        lines.append(
+    else:
+        lines.append(determinism_verdict(first))
+    return lines
+
+
+def determinism_verdict(first: Difference) -> str:
+    """Whether the kernel of the first value two runs of one compile differ
+    in is nondeterministic by construction (atomics) or a bug."""
+    if first.nondeterministic_by_construction:
+        return (
             f"  {first.a.kernel} adds with float atomics: nondeterministic by construction "
             "(not a bug; torch.use_deterministic_algorithms(True) before compiling avoids it)"
         )
-    else:
-        lines.append(
-            f"  NONDETERMINISTIC KERNEL: {first.a.kernel} is deterministic by construction, "
-            "and every value before it is identical: on the same inputs it should give the "
-            "same bits"
-        )
-    return lines
+    return (
+        f"  NONDETERMINISTIC KERNEL: {first.a.kernel} is deterministic by construction, "
+        "and every value before it is identical: on the same inputs it should give the "
+        "same bits"
+    )
 
 
 def _explain(d: Difference) -> str:

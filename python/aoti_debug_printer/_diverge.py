@@ -1047,7 +1047,7 @@ def first_difference_between_runs(
 
 
 def format_runs_check(check: RunsCheck) -> str:
-    from ._compare import _what
+    from ._compare import _what, determinism_verdict
 
     runs = len(check.comparisons) + 1
     compared = len(check.comparisons[0].compared) if check.comparisons else 0
@@ -1063,16 +1063,7 @@ def format_runs_check(check: RunsCheck) -> str:
         f"{runs} runs on the same inputs: {differ} of {compared} values differ bit for bit",
         f"first: {_what(first, True)}",
     ]
-    if first.nondeterministic_by_construction:
-        lines.append(
-            f"  {first.a.kernel} adds with float atomics: nondeterministic by construction, "
-            "not a bug (torch.use_deterministic_algorithms(True) before compiling avoids it)"
-        )
-    else:
-        lines.append(
-            f"NONDETERMINISTIC KERNEL: {first.a.kernel} (launch {first.a.launch}) is "
-            "deterministic by construction, and every value before it is identical"
-        )
+    lines.append(determinism_verdict(first))
     lines.append(
         f"  largest difference {first.max_abs:.6g}, relative RMS {first.rel_rms:.3g}, "
         f"in {first.a.tensor.dtype} {first.a.tensor.shape}"

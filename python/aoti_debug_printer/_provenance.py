@@ -315,7 +315,7 @@ class _GraphFacts:
         # A graph input changed by the program (a buffer's mul_, a cache's
         # update): copy_(input, new value) ends the graph; what it copies
         # is the node.
-        if _op_name_or_none(done.target) in _COPIES and _is_fx_node(done.args[1]):
+        if _target_name(done.target) in _COPIES and _is_fx_node(done.args[1]):
             done = done.args[1]
         node, why = self._holds(done)
         return (node, "", "") if node else ("", why, self.formula_of(done))
@@ -672,7 +672,8 @@ def _accumulate_flag(kernel) -> bool:
 _COPIES = frozenset({"aten.copy_.default", "aten.copy.default"})
 
 
-def _op_name_or_none(target) -> str | None:
+def _target_name(target) -> str:
+    """An op's name, side effects or not (copy_ is mutable)."""
     try:
         return _op_name(target)
     except _NoFormula:
