@@ -25,12 +25,13 @@ import warnings
 import zipfile
 from collections import Counter
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from ._dumps import Dump, Record, first_line, load_dump
 from ._numerics import Environment, Verdict, dtype_name, judge, scale_of
-from ._records import Phase
+from ._records import Phase, Reason
 
 log = logging.getLogger(__name__)
 
@@ -40,11 +41,57 @@ class ProgramError(ValueError):
     says what to give instead."""
 
 
+class NotCompared(str, Enum):
+    """Why diverge left out a value a kernel wrote that holds a node or has
+    a formula. A value with neither is left out by its record's Reason."""
+
+    NO_EAGER_TENSOR = "no_eager_tensor"
+    NOT_SAVED = "not_saved"
+    SIZE_DIFFERS = "size_differs"
+    FORMULA_FAILED = "formula_failed"
+
+    @property
+    def text(self) -> str:
+        return _NOT_COMPARED_TEXT[self]
+
+
+_NOT_COMPARED_TEXT = {
+    NotCompared.NO_EAGER_TENSOR: "the node has no tensor value in eager",
+    NotCompared.NOT_SAVED: "no saved file: its inputs and value were not saved (compile at level 1)",
+    NotCompared.SIZE_DIFFERS: "the buffer and the node's (or formula's) value differ in size",
+    NotCompared.FORMULA_FAILED: "its formula cannot be evaluated",
+}
+
+
+@dataclass(frozen=True)
+class Unmatched:
+    """A value a kernel wrote that diverge did not judge: `code` is a
+    NotCompared or a Reason value."""
+
+    record: Record
+    code: str
+    detail: str = ""
+
+    @property
+    def text(self) -> str:
+        why = NotCompared(self.code) if self.code in _NOT_COMPARED_CODES else Reason(self.code)
+        return why.text
+
+
+_NOT_COMPARED_CODES = frozenset(c.value for c in NotCompared)
+
+
+def _left_out(r: Record) -> Unmatched:
+    """A value that holds no node and has no formula, by its record's reason."""
+    reason = r.tensor.reason
+    return Unmatched(r, reason.value if reason else Reason.NO_GRAPH_NODE.value, r.tensor.why)
+
+
 @dataclass
 class Divergence:
     matches: list[Match]
     # Values kernels wrote that could not be held against eager, with why.
-    unmatched: list[tuple[Record, str]] = field(default_factory=list)
+    unmatched: list[Unmatched] = field(default_factory=list)
     # The numerics settings of the compiled run the benchmark was made under.
     environment: Environment | None = None
     # The one-kernel repro written of the first divergence (`repro=`).
@@ -66,8 +113,8 @@ class Divergence:
         return next((m for m in self.matches if m.accumulated.diverged), None)
 
     def coverage(self) -> tuple[int, int, Counter]:
-        """(values kernels wrote, of them compared, the rest by kind of reason)."""
-        reasons = Counter(why for _, why in self.unmatched)
+        """(values kernels wrote, of them compared, the rest by reason code)."""
+        reasons = Counter(u.code for u in self.unmatched)
         return len(self.matches) + len(self.unmatched), len(self.matches), reasons
 
 
@@ -530,13 +577,11 @@ def match_dump(
         if formula is not None and r.path is not None:
             formulas.append((r, Formula(formula)))
         elif not r.node:
-            result.unmatched.append((r, r.tensor.reason_kind))
+            result.unmatched.append(_left_out(r))
         elif r.node not in nodes:
-            result.unmatched.append((r, "the node has no tensor value in eager"))
+            result.unmatched.append(Unmatched(r, NotCompared.NO_EAGER_TENSOR.value, r.node))
         elif r.path is None:
-            result.unmatched.append(
-                (r, "no saved file: its inputs and value were not saved (compile at level 1)")
-            )
+            result.unmatched.append(Unmatched(r, NotCompared.NOT_SAVED.value))
         else:
             candidates.append(r)
             if r.node not in compiled:
@@ -568,11 +613,11 @@ def match_dump(
     for r in candidates:
         t = truth.get(r.node)
         if not isinstance(t, torch.Tensor):
-            result.unmatched.append((r, "the node has no tensor value in eager"))
+            result.unmatched.append(Unmatched(r, NotCompared.NO_EAGER_TENSOR.value, r.node))
             continue
         value = compiled[r.node] if first_of.get(r.node) is r else r.load()
         if value.numel() != t.numel():
-            result.unmatched.append((r, "the buffer and the node's value differ in size"))
+            result.unmatched.append(Unmatched(r, NotCompared.SIZE_DIFFERS.value, r.node))
             continue
         # The node's value, kept in a buffer of another shape (reached
         # through a reshape): the same elements in the same order.
@@ -881,14 +926,14 @@ def _judge_formulas(
                         for v, own in ((bench, False), (own_bench, True))
                     )
         except FormulaError as e:
-            result.unmatched.append((r, f"its formula cannot be evaluated: {e}"))
+            result.unmatched.append(Unmatched(r, NotCompared.FORMULA_FAILED.value, str(e)))
             continue
         except Exception as e:  # noqa: BLE001 - an op refused the formula's arguments
-            result.unmatched.append((r, f"its formula cannot be evaluated: {first_line(e)}"))
+            result.unmatched.append(Unmatched(r, NotCompared.FORMULA_FAILED.value, first_line(e)))
             continue
         value = r.load()
         if not isinstance(t, torch.Tensor) or value.numel() != t.numel():
-            result.unmatched.append((r, "the buffer and its formula's value differ in size"))
+            result.unmatched.append(Unmatched(r, NotCompared.SIZE_DIFFERS.value, f.name))
             continue
         value = value.reshape(t.shape)
         # Its own region: its steps, and the nodes before them back to the
@@ -1276,8 +1321,9 @@ def format_divergence(d: Divergence) -> str:
             f"  {r.launch:>6} {r.kernel[:44]:<44} {r.arg[:8]:<8} "
             f"{m.node[:22]:<22} {_relative(m.own):>9} {_relative(m.accumulated):>9}  {mark}"
         )
-    for why, n in reasons.most_common():
-        lines.append(f"  not compared ({n}): {why}")
+    texts = {u.code: u.text for u in d.unmatched}
+    for code, n in reasons.most_common():
+        lines.append(f"  not compared ({n}) {code}: {texts[code]}")
     return "\n".join(lines) + "\n"
 
 

@@ -224,6 +224,7 @@ class _GraphFacts:
         self.graph = graph
         self._root: dict = {}
         self._mutators_by_buffer: dict[str, list] | None = None
+        self._arguments: dict | None = None
         # exported node -> Inductor nodes of it that something outside uses
         self.exits: dict[str, list] = {}
         fx_graph = getattr(graph, "graph", None)
@@ -268,6 +269,74 @@ class _GraphFacts:
                             changes.append(ir_node)
             self._mutators_by_buffer = by_buffer
         return self._mutators_by_buffer
+
+    def _argument_values(self) -> dict:
+        """Buffer -> the graph node whose value it is, for buffers with no
+        origin node that a kernel of one graph node takes as a tensor
+        argument: an extern kernel's input realized in the layout it needs
+        (the query, key, value and mask of an attention), a piece of a
+        concatenation. Such a kernel's tensor inputs are its node's tensor
+        arguments, in order; the buffer must be the input itself (or what
+        it views from its start: a broadcast mask), of the argument's size and
+        dtype (or an integral one widened to int64)."""
+        if self._arguments is None:
+            try:
+                self._arguments = self._find_argument_values()
+            except Exception:  # noqa: BLE001 - internals move between torch releases: none known
+                self._arguments = {}
+        return self._arguments
+
+    def _find_argument_values(self) -> dict:
+        import torch
+        from torch._inductor import ir
+        from torch.utils import _pytree as pytree
+
+        found: dict[str, set] = {}
+        operations = getattr(self.graph, "operations", None) or getattr(self.graph, "buffers", ())
+        for op in operations:
+            if not isinstance(op, ir.InputsKernel):
+                continue
+            fx_node = op.get_origin_node()
+            if fx_node is None:
+                # A kernel of several outputs (an attention) has none: the
+                # origin that calls its op.
+                calls = [o for o in op.origins if o.target is getattr(op, "op_overload", None)]
+                fx_node = calls[0] if len(calls) == 1 else None
+            if fx_node is None or fx_node.op != "call_function":
+                continue
+            arguments = [
+                a
+                for a in pytree.tree_leaves((fx_node.args, fx_node.kwargs))
+                if _is_fx_node(a) and isinstance(a.meta.get("val"), torch.Tensor)
+            ]
+            inputs = list(op.inputs)
+            if len(inputs) != len(arguments):
+                continue
+            for given, argument in zip(inputs, arguments):
+                buffer = _whole_buffer(given)
+                if (
+                    buffer is not None
+                    and argument.target is torch.ops.aten.expand.default
+                    and list(buffer.get_size()) != list(argument.meta["val"].shape)
+                ):
+                    # The kernel reads it broadcast (CUDA's efficient
+                    # attention, its mask): the buffer holds what is expanded.
+                    argument = argument.args[0]
+                value = argument.meta["val"]
+                if (
+                    buffer is not None
+                    and buffer.get_origin_node() is None
+                    and list(buffer.get_size()) == list(value.shape)
+                    and (
+                        buffer.get_dtype() == value.dtype
+                        or (
+                            buffer.get_dtype() is torch.int64
+                            and not (value.is_floating_point() or value.is_complex())
+                        )
+                    )
+                ):
+                    found.setdefault(buffer.get_name(), set()).add(argument)
+        return {name: next(iter(nodes)) for name, nodes in found.items() if len(nodes) == 1}
 
     def value_after(self, buffer_name: str, mutator) -> tuple[str, str, str]:
         """What a buffer holds once `mutator` (an IR buffer standing for a
@@ -345,10 +414,17 @@ class _GraphFacts:
         except Exception:  # noqa: BLE001 - internals move between torch releases
             fx_node = None
         if fx_node is None:
+            fx_node = self._argument_values().get(buffer_name)
+            if fx_node is not None and fx_node.meta["val"].dtype != buffer.get_dtype():
+                # An integral argument widened for the op (cumsum of a bool).
+                widened = [["prims.convert_element_type.default", [None, buffer.get_dtype()], {}]]
+                return "", Reason.NO_GRAPH_NODE.why(), self.formula_of(fx_node, then=widened)
+        if fx_node is None:
             return (
                 "",
                 Reason.NO_GRAPH_NODE.why(),
                 self._variance_sum_formula(buffer)
+                or self._mean_sum_formula(buffer)
                 or self._copy_formula(buffer)
                 or self._before_bias_formula(buffer),
             )
@@ -357,14 +433,62 @@ class _GraphFacts:
             for m in self._mutators().get(buffer_name, [])
         ):
             # A lowering that copies its input and changes the copy in place
-            # (index_put): the node's value is there once they have run.
-            return (
-                "",
-                Reason.INTERMEDIATE.why(f"of {fx_node.name}: before its changes in place"),
-                "",
-            )
+            # (index_put): the node's value is there once they have run;
+            # the copy's own kernel stores the input, unchanged.
+            copied = fx_node.args[0] if fx_node.args else None
+            if _target_name(fx_node.target) not in _COPY_THEN_CHANGE or not _is_fx_node(copied):
+                return (
+                    "",
+                    Reason.INTERMEDIATE.why(f"of {fx_node.name}: before its changes in place"),
+                    "",
+                )
+            fx_node = copied
         node, why = self._holds(fx_node)
         return (node, "", "") if node else ("", why, self.formula_of(fx_node))
+
+    def _mean_sum_formula(self, buffer) -> str:
+        """The formula of the sum Inductor's mean lowering stores before it
+        divides (an RMSNorm's mean of squares: the division is fused into
+        the next kernel): sum(x, dims) in the dtype the buffer holds. The
+        buffer must be a sum reduction of the mean's sizes whose origins
+        hold no reduction but the mean: a mean lowers to exactly one. ""
+        for any other buffer."""
+        import torch
+        from torch._inductor import ir
+
+        try:
+            data = buffer.data
+            reductions = [
+                o
+                for o in buffer.origins
+                if o.op == "call_function" and torch.Tag.reduction in getattr(o.target, "tags", ())
+            ]
+            if not (
+                type(data) is ir.Reduction
+                and data.reduction_type == "sum"
+                and len(reductions) == 1
+                and reductions[0].target is torch.ops.aten.mean.dim
+            ):
+                return ""
+            mean = reductions[0]
+            x = mean.args[0]
+            shape = x.meta["val"].shape
+            dims = [d % len(shape) for d in mean.args[1]]
+            keepdim = mean.args[2] if len(mean.args) > 2 else mean.kwargs.get("keepdim", False)
+            reduced = [shape[d] for d in dims]
+            if not (
+                all(isinstance(d, int) for d in reduced)
+                and list(data.ranges) == list(mean.meta["val"].shape)
+                and math.prod(data.reduction_ranges) == math.prod(reduced)
+            ):
+                return ""
+            then = []
+            if x.meta["val"].dtype != data.dtype:
+                then.append(["prims.convert_element_type.default", [None, data.dtype], {}])
+            then.append(["aten.sum.dim_IntList", [None, dims, keepdim], {}])
+        except Exception:  # noqa: BLE001 - internals move between torch releases
+            return ""
+        return self.formula_of(x, then=then, name=f"{self.root(mean) or mean.name}/sum")
 
     def _variance_sum_formula(self, buffer) -> str:
         """The formula of the one buffer Inductor's var_mean lowering makes
@@ -400,11 +524,16 @@ class _GraphFacts:
             )
             if not (welford or two_pass):
                 return ""
-            shape = _static_shape(var_mean.args[0])
+            # Only the reduced sizes need be static (a layer norm over a
+            # dynamic batch).
+            shape = var_mean.args[0].meta["val"].shape
             dims = var_mean.args[1] if len(var_mean.args) > 1 else var_mean.kwargs.get("dim")
             dims = range(len(shape)) if dims is None else [d % len(shape) for d in dims]
+            reduced = [shape[d] for d in dims]
+            if not all(isinstance(d, int) for d in reduced):
+                return ""
             correction = var_mean.kwargs.get("correction")
-            n = math.prod(shape[d] for d in dims) - (1 if correction is None else correction)
+            n = math.prod(reduced) - (1 if correction is None else correction)
         except Exception:  # noqa: BLE001 - internals move between torch releases (or _NoFormula)
             return ""
         return self.formula_of(
@@ -592,9 +721,12 @@ class _GraphFacts:
             return ""
         except Exception:  # noqa: BLE001 - internals move between torch releases: no formula
             return ""
-        for op, args, kwargs in then or ():
-            steps.append([op, [value, *args[1:]], kwargs])
-            value = {"step": len(steps) - 1}
+        try:
+            for op, args, kwargs in then or ():
+                steps.append([op, [value, *(_encode(a, None) for a in args[1:])], kwargs])
+                value = {"step": len(steps) - 1}
+        except _NoFormula:
+            return ""
         root = self.root(fx_node) if fx_node.op == "call_function" else None
         name = name or (f"{root}/{fx_node.name}" if root in self.exits else fx_node.name)
         formula = {"name": name, "steps": steps, "value": value}
@@ -670,6 +802,27 @@ def _accumulate_flag(kernel) -> bool:
 
 # Ops that copy their second argument into their first.
 _COPIES = frozenset({"aten.copy_.default", "aten.copy.default"})
+# Ops whose lowering first stores args[0] (a clone of it, for the
+# functional ones: torch/_inductor/lowering.py), then changes that buffer in
+# place. The in-place ones are what Inductor's reinplacing pass makes of the
+# functional ones (the node keeps its name).
+_COPY_THEN_CHANGE = frozenset(
+    {
+        "aten.index_put.default",
+        "aten.index_put_.default",
+        "aten._unsafe_index_put.default",
+        "aten._unsafe_index_put_.default",
+        "aten.scatter.src",
+        "aten.scatter.value",
+        "aten.scatter_.src",
+        "aten.scatter_.value",
+        "aten.scatter_add.default",
+        "aten.scatter_add_.default",
+        "aten.scatter_reduce.two",
+        "aten.scatter_reduce_.two",
+        "aten.as_strided_scatter.default",
+    }
+)
 
 
 def _target_name(target) -> str:
@@ -714,6 +867,21 @@ def _loads(loader, index) -> tuple:
     if value is not loaded or len(loads) != 1:
         raise _NoFormula
     return loads[0]
+
+
+def _whole_buffer(node):
+    """The buffer an IR input is, or views from its start (the mask an
+    attention reads broadcast); None for anything else. The caller holds
+    its size to the argument's."""
+    from torch._inductor import ir
+
+    if isinstance(node, ir.ReinterpretView):
+        if node.layout.offset != 0:
+            return None
+        node = node.data
+    while isinstance(node, (ir.TensorBox, ir.StorageBox)):
+        node = node.data
+    return node if isinstance(node, ir.Buffer) and not isinstance(node, ir.InputsKernel) else None
 
 
 def _is_tensor(value) -> bool:
@@ -835,8 +1003,13 @@ class Provenance:
         for name in names:
             if name in writes.defined and name not in self._held and name in in_place_of:
                 held = _read(self._held.get(in_place_of[name]), "")
-                before[name] = (ROLE_READ_WRITE, held[1], held[2], "")
                 stored = self._stored(facts, name, kernel_name)
+                if stored[0] == ROLE_READ:
+                    # Fused away: the kernel reads its input there and
+                    # stores nothing, so the buffer keeps its input's value.
+                    before[name] = after[name] = self._held[name] = held
+                    continue
+                before[name] = (ROLE_READ_WRITE, held[1], held[2], "")
                 after[name] = self._held[name] = (ROLE_READ_WRITE, *stored[1:])
             elif name in writes.mutated:
                 before[name] = _read(self._held.get(name), "")

@@ -396,6 +396,22 @@ def transformers_model(
         )
         model = transformers.GPT2Model(config)
         layers = [block.mlp for block in model.h]
+    elif name == "llama":
+        # The 1.1B decoder's architecture (bench/diverge_scale.py) in small:
+        # RMSNorm, rotary embeddings, grouped-query SDPA, a SiLU-gated MLP.
+        config = transformers.LlamaConfig(
+            hidden_size=64,
+            intermediate_size=176,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            vocab_size=512,
+            max_position_embeddings=64,
+            attn_implementation="sdpa",
+            use_cache=False,
+        )
+        model = transformers.LlamaModel(config)
+        layers = [layer.mlp for layer in model.layers]
     else:
         config = transformers.BertConfig(
             num_hidden_layers=4,
@@ -410,7 +426,9 @@ def transformers_model(
         layers = [layer.intermediate for layer in model.encoder.layer]
     if plant_at is not None:
         target = layers[plant_at]
-        if hasattr(target, "act"):
+        if hasattr(target, "act_fn"):
+            target.act_fn = _Activation(kind)
+        elif hasattr(target, "act"):
             target.act = _Activation(kind)
         else:
             target.intermediate_act_fn = _Activation(kind)
@@ -425,7 +443,7 @@ def build(name: str, plant_at: int | None = None, device: str = "cpu", kind: str
     dtype = None
     if name.endswith(("_bf16", "_fp16")):
         name, dtype = name[:-5], torch.bfloat16 if name.endswith("_bf16") else torch.float16
-    if name in ("gpt2", "bert"):
+    if name in ("gpt2", "bert", "llama"):
         model, inputs = transformers_model(name, plant_at, kind)
     elif name == "post_ln_mlp":
         model, inputs = PostLNResidualMLP(plant_at), (torch.randn(6, 32),)
@@ -438,6 +456,10 @@ def build(name: str, plant_at: int | None = None, device: str = "cpu", kind: str
         dynamic = {"x": {0: torch.export.Dim("batch", min=2, max=64)}}
     elif name == "inplace_views":
         model, inputs = InPlaceAndViews(plant_at), (torch.randn(5, 24),)
+    elif name == "resnet18":
+        import torchvision
+
+        model, inputs = torchvision.models.resnet18(num_classes=10), (torch.randn(2, 3, 32, 32),)
     elif name == "reuse_chain":
         model, inputs = ReuseChain(), (torch.randn(7, 16),)
     elif name == "scatter_accumulate":
@@ -484,6 +506,7 @@ CORRECT = (
     "pre_ln_transformer_fp16",
     "gpt2",
     "bert",
+    "llama",
     # Values changed in place: accumulated by index, a buffer's mul_/add_,
     # a KV cache's index_copy_.
     "scatter_accumulate",
@@ -502,6 +525,7 @@ PLANTED = (
     ("conv_bn", 0, "tanh_gelu"),
     ("post_ln_mlp", 2, "gelu_constant"),
     ("gpt2", 2, "gelu_constant"),
+    ("llama", 1, "tanh_gelu"),
     ("post_ln_mlp", 0, "bf16_reduction"),
     ("pre_ln_transformer", 2, "bf16_reduction"),
     # In the accumulating kernel, the buffer update and the cache update.
