@@ -12,8 +12,10 @@ import setuptools
 # With --no-build-isolation pip uses whatever setuptools is installed; an
 # older one fails on pyproject.toml's SPDX license with no hint of the fix.
 if int(setuptools.__version__.split(".")[0]) < 77:
-    sys.exit(f"aoti-debug-printer needs setuptools>=77 to build (this Python has "
-             f"{setuptools.__version__}): python -m pip install 'setuptools>=77'")
+    sys.exit(
+        f"aoti-debug-printer needs setuptools>=77 to build (this Python has "
+        f"{setuptools.__version__}): python -m pip install 'setuptools>=77'"
+    )
 
 from setuptools import Extension, setup  # noqa: E402
 from setuptools.command.build_ext import build_ext  # noqa: E402
@@ -29,8 +31,10 @@ def installed_torch(distribution):
     try:
         import torch
     except ImportError:
-        sys.exit("aoti-debug-printer builds against the installed torch: "
-                 "install torch first, then run pip install --no-build-isolation .")
+        sys.exit(
+            "aoti-debug-printer builds against the installed torch: "
+            "install torch first, then run pip install --no-build-isolation ."
+        )
     try:
         from packaging.requirements import Requirement
     except ImportError:  # older setuptools keep packaging here
@@ -38,9 +42,13 @@ def installed_torch(distribution):
     for line in distribution.install_requires:
         requirement = Requirement(line)
         version = torch.__version__.split("+")[0]
-        if requirement.name == "torch" and not requirement.specifier.contains(version, prereleases=True):
-            sys.exit(f"aoti-debug-printer supports {requirement}; this Python has torch "
-                     f"{torch.__version__} ({Path(torch.__file__).parent})")
+        if requirement.name == "torch" and not requirement.specifier.contains(
+            version, prereleases=True
+        ):
+            sys.exit(
+                f"aoti-debug-printer supports {requirement}; this Python has torch "
+                f"{torch.__version__} ({Path(torch.__file__).parent})"
+            )
     return torch
 
 
@@ -81,7 +89,11 @@ class CMakeBuild(build_ext):
         cmake = cmake_binary()
         subprocess.check_call(
             [
-                cmake, "-S", str(ROOT), "-B", str(build_dir),
+                cmake,
+                "-S",
+                str(ROOT),
+                "-B",
+                str(build_dir),
                 f"-DPython3_EXECUTABLE={sys.executable}",
                 "-DCMAKE_BUILD_TYPE=Release",
             ]

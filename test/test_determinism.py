@@ -69,6 +69,14 @@ def test_compare_names_the_atomics_kernel_two_runs_differ_in(device, tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"values differ; the first: node index_add: A {first.a.kernel}" in done.stdout
     assert "adds with float atomics: nondeterministic by construction" in done.stdout
+    # The report says it too, and marks that value's row.
+    page = tmp_path / "report.html"
+    done = cli("report", a, "-o", page, "--against", b)
+    assert done.returncode == 0, done.stdout + done.stderr
+    text = page.read_text()
+    assert 'id="bitwise" class="bad"' in text and "nondeterministic by construction" in text
+    assert text.count('<tr class="different">') == 1
+    assert f"<td>{first.a.kernel}</td>" in text.split('<tr class="different">')[1].split("</tr>")[0]
 
     # A kernel that should be deterministic, giving other bits on the same
     # inputs (its snapshot in B changed in its last bit): named as such.
@@ -123,6 +131,18 @@ def test_a_comparison_of_nothing_is_no_verdict(tmp_path):
     done = cli("compare", a, tmp_path / "b")
     assert done.returncode == 2, done.stdout + done.stderr
     assert "compared nothing" in done.stdout and "no divergence" not in done.stdout
+    # Values on one side only fail a strict comparison of the same dump
+    # less its last record.
+    shutil.rmtree(tmp_path / "b")
+    shutil.copytree(a, tmp_path / "b")
+    lines = (a / "manifest.jsonl").read_text().splitlines(keepends=True)
+    (tmp_path / "b" / "manifest.jsonl").write_text("".join(lines[:-1]))
+    assert cli("compare", a, tmp_path / "b").returncode == 0
+    strict = cli("compare", a, tmp_path / "b", "--strict")
+    assert strict.returncode == 1, strict.stdout + strict.stderr
+    # A report against something that is not a dump: one line, exit 2.
+    done = cli("report", a, "-o", tmp_path / "r.html", "--against", a / "manifest.jsonl.missing")
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert done.stderr.strip().splitlines() == [
         "aoti-debug compare: compared nothing: no value of A has its match in B"
     ]

@@ -1,7 +1,7 @@
 """The `aoti-debug` command: from printed records to the kernel that went wrong.
 
 aoti-debug compare A B [--rtol R] [--atol A] [--top N] [--strict]
-aoti-debug report DUMP [-o report.html]
+aoti-debug report DUMP [-o report.html] [--against DUMP]
 aoti-debug diverge PROGRAM.pt2 [--import MODULE]... [--inputs FILE] [--dump DUMP] [--quiet]
                    [--repro DIR [--package MODEL.pt2]] [--runs N]
 aoti-debug repro DUMP --package MODEL.pt2 [--kernel NAME] [--launch N] [--call N] [-o DIR]
@@ -37,7 +37,7 @@ def _compare(args) -> int:
 def _report(args) -> int:
     from ._report import write_report
 
-    out = write_report(args.dump, args.output)
+    out = write_report(args.dump, args.output, against=args.against)
     print(f"wrote {out}")
     return 0
 
@@ -122,6 +122,11 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("report", help="a self-contained HTML page of a dump")
     p.add_argument("dump", help="a level-1 dump directory or a JSON-lines records file")
     p.add_argument("-o", "--output", default="aoti-debug-report.html")
+    p.add_argument(
+        "--against",
+        metavar="DUMP",
+        help="another run's dump of the same program: say whether the two differ bit for bit",
+    )
     p.set_defaults(run=_report)
 
     p = sub.add_parser("diverge", help="first kernel where a compiled model differs from eager")

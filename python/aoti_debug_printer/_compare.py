@@ -85,7 +85,8 @@ class Comparison:
     # How records were matched: "node" (what buffers hold, across compiles)
     # or "kernel" (kernel, argument and call: one compile only).
     matched_by: str = "kernel"
-    # Values kernels wrote that hold no single node, by reason (node matching).
+    # Values kernels wrote that hold no single node, by Reason code ("" where
+    # a record gives none; node matching).
     not_comparable: dict[str, list[Record]] = field(default_factory=dict)
     env_a: Environment | None = None
     env_b: Environment | None = None
@@ -203,7 +204,8 @@ def _node_keyed(dump: Dump) -> tuple[dict[tuple, Record], dict[str, list[Record]
             what = ("node", r.node)
         else:
             if r.written:
-                unkeyed.setdefault(r.tensor.reason_kind, []).append(r)
+                reason = r.tensor.reason
+                unkeyed.setdefault(reason.value if reason else "", []).append(r)
             continue
         base = (r.rank, r.run, what)
         n = seen.get(base, 0)
@@ -381,7 +383,7 @@ def format_comparison(c: Comparison, top: int = 10) -> str:
             "compared nothing: no value of A has its match in B (no verdict; are they "
             "dumps of one program?)"
         )
-    lines.extend(_bitwise_lines(c))
+    lines.extend(bitwise_lines(c))
     first = c.first
     if first is None and c.compared:
         lines.append(
@@ -409,12 +411,12 @@ def format_comparison(c: Comparison, top: int = 10) -> str:
         for r in recs:
             what = f"node {r.node} = {r.label}" if by_node and r.node else r.label
             lines.append(f"only in {side}: {what}")
-    for why, recs in sorted(c.not_comparable.items(), key=lambda kv: -len(kv[1])):
-        lines.append(f"not comparable ({len(recs)}): {why}")
+    for code, recs in sorted(c.not_comparable.items(), key=lambda kv: -len(kv[1])):
+        lines.append(f"not comparable ({len(recs)}) {code or '-'}: {recs[0].tensor.reason_kind}")
     return "\n".join(lines) + "\n"
 
 
-def _bitwise_lines(c: Comparison) -> list[str]:
+def bitwise_lines(c: Comparison) -> list[str]:
     """Whether the dumps differ bit for bit, and where first."""
     known = [d for d in c.compared if d.identical is not None]
     if not known:

@@ -1214,16 +1214,16 @@ def _with_repro(result: Divergence, dump, package, repro, imports) -> Divergence
     r = first.record
     checks = [FINITE, UNCHANGED, IN_BOUNDS] + ([CLOSE] if first.expected is not None else [])
     finding = Finding(
-        r.kernel,
-        r.launch,
-        r.call,
-        f"diverge: buffer {r.arg} = node {first.node} differs from eager beyond the bar "
+        kernel=r.kernel,
+        launch=r.launch,
+        call=r.call,
+        what=f"diverge: buffer {r.arg} = node {first.node} differs from eager beyond the bar "
         f"({_relative(first.own)} times it)",
-        checks,
-        r.arg,
-        r.tensor.run_id,
-        first.expected,
-        {"rms": first.own.bar_rms, "max": first.own.bar_max, "bad": first.own.benchmark.bad},
+        checks=checks,
+        arg=r.arg,
+        run_id=r.tensor.run_id,
+        expected=first.expected,
+        bar={"rms": first.own.bar_rms, "max": first.own.bar_max, "bad": first.own.benchmark.bad},
     )
     result.repro = write_repro(dump, package, repro, finding, imports=imports)
     return result

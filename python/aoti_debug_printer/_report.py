@@ -1,6 +1,8 @@
-"""`aoti-debug report DUMP`: one self-contained HTML page (no network, no
-libraries): per-kernel statistics over launch order as an SVG plot, the
-first anomaly highlighted, and a sortable table. The records are embedded as
+"""`aoti-debug report DUMP [--against DUMP]`: one self-contained HTML page
+(no network, no libraries): per-kernel statistics over launch order as an
+SVG plot, the first anomaly highlighted, and a sortable table; against
+another run's dump, whether the two differ bit for bit, the first value
+that does highlighted. The records are embedded as
 JSON (<script id="records">) so that the page carries its own data."""
 
 from __future__ import annotations
@@ -133,11 +135,34 @@ def _cell(key: str, value) -> str:
     return f"<td{sort}>{html.escape(text)}</td>"
 
 
-def render(source: str | Path, title: str | None = None) -> str:
+def _bitwise(dump, against: str | Path) -> tuple[str, object]:
+    """The bit-for-bit verdict of `dump` against another run's dump (as
+    `aoti-debug compare` gives it), and the record of the first value that
+    differs (None where none does)."""
+    from ._compare import bitwise_lines, compare
+
+    c = compare(dump, load_dump(against))
+    lines = bitwise_lines(c)
+    if not c.compared:
+        lines = [f"bit for bit: no value of this dump has its match in {against}"]
+    elif not lines:
+        lines = ["bit for bit: no value was compared element by element"]
+    first = c.first_different
+    cls = "bad" if first is not None and c.same_build else "ok"
+    text = "<br>".join(html.escape(line.strip()) for line in lines)
+    return f'<p id="bitwise" class="{cls}">Against {html.escape(str(against))}: {text}</p>', (
+        first.a if first is not None else None
+    )
+
+
+def render(source: str | Path, title: str | None = None, against: str | Path | None = None) -> str:
+    """The page. `against`: another run's dump of the same program, to say
+    whether the two differ bit for bit and where first."""
     dump = load_dump(source)
     records = [r for r in dump.records if r.phase in (Phase.AFTER_LAUNCH, Phase.MODEL_INPUT)]
     rows = [_row(i, r) for i, r in enumerate(records)]
     anomaly = first_anomaly(rows)
+    bitwise, different = _bitwise(dump, against) if against is not None else ("", None)
     title = title or f"aoti-debug report: {Path(source).name}"
     if anomaly is None:
         headline = '<p id="first-anomaly" class="ok">No NaN or Inf in any snapshot.</p>'
@@ -154,8 +179,14 @@ def render(source: str | Path, title: str | None = None) -> str:
             f'-inf={anomaly["neg_inf"]}</p>'
         )
     body = []
-    for row in rows:
-        cls = ' class="anomaly"' if anomaly is not None and row["index"] == anomaly["index"] else ""
+    for row, r in zip(rows, records):
+        cls = (
+            ' class="anomaly"'
+            if anomaly is not None and row["index"] == anomaly["index"]
+            else ' class="different"'
+            if r is different
+            else ""
+        )
         body.append(f"<tr{cls}>" + "".join(_cell(k, row[k]) for k in COLUMNS) + "</tr>")
     data = json.dumps(rows).replace("</", "<\\/")
     return f"""<!DOCTYPE html>
@@ -165,12 +196,14 @@ body {{ font: 13px sans-serif; margin: 16px; }}
 table {{ border-collapse: collapse; }} th, td {{ border: 1px solid #ddd; padding: 2px 6px; }}
 th {{ cursor: pointer; background: #f3f3f3; position: sticky; top: 0; }}
 tr.anomaly td {{ background: #fdd; font-weight: bold; }}
+tr.different td {{ background: #ffe9c2; font-weight: bold; }}
 .bad {{ color: #b00; font-size: 15px; }} .ok {{ color: #070; font-size: 15px; }}
 </style></head><body>
 <h1>{html.escape(title)}</h1>
 <p>{len(rows)} snapshots (after launch, and model inputs) from {html.escape(str(source))}.
 Click a column to sort.</p>
 {headline}
+{bitwise}
 {_plot(rows, anomaly)}
 <table id="table"><thead><tr>{"".join(f"<th>{c}</th>" for c in COLUMNS)}</tr></thead>
 <tbody>
@@ -182,7 +215,7 @@ Click a column to sort.</p>
 """
 
 
-def write_report(source: str | Path, out: str | Path) -> Path:
+def write_report(source: str | Path, out: str | Path, against: str | Path | None = None) -> Path:
     out = Path(out)
-    out.write_text(render(source))
+    out.write_text(render(source, against=against))
     return out

@@ -61,7 +61,7 @@ class ReproError(ValueError):
     """What stops a repro from being written, in one line."""
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Finding:
     """One launch of one kernel, and what should have held there."""
 
@@ -105,11 +105,11 @@ def finding_in(
             ):
                 what = f"kernel {r.kernel} (launch {r.launch}), as the user named it"
                 return Finding(
-                    r.kernel,
-                    r.launch,
-                    r.call,
-                    what,
-                    [FINITE, UNCHANGED, IN_BOUNDS],
+                    kernel=r.kernel,
+                    launch=r.launch,
+                    call=r.call,
+                    what=what,
+                    checks=[FINITE, UNCHANGED, IN_BOUNDS],
                     run_id=r.tensor.run_id,
                 )
         named = " ".join(
@@ -123,18 +123,18 @@ def finding_in(
         )
         raise ReproError(f"{dump.source}: no record of {named} in its first run")
     for ev in dump.findings():
-        where = (ev.kernel, ev.launch, ev.call)
+        where = {"kernel": ev.kernel, "launch": ev.launch, "call": ev.call, "run_id": ev.run_id}
         if isinstance(ev, TrapRecord):
             if not ev.kernel:
                 raise ReproError(
                     f"{dump.source}: the trap found NaN/Inf in model input "
                     f"{ev.arg}: no kernel made it, there is none to repro"
                 )
-            return Finding(*where, ev.message, [FINITE, IN_BOUNDS], ev.arg, ev.run_id)
+            return Finding(**where, what=ev.message, checks=[FINITE, IN_BOUNDS], arg=ev.arg)
         if isinstance(ev, GuardRecord):
             what = "write guard: " + ev.message
             if ev.kind is GuardKind.READ_ONLY_ARGUMENT_CHANGED:
-                return Finding(*where, what, [UNCHANGED, IN_BOUNDS], ev.arg, ev.run_id)
+                return Finding(**where, what=what, checks=[UNCHANGED, IN_BOUNDS], arg=ev.arg)
             # Overwritten between its writer and its reader: the kernel that
             # did it, where the guard saw it (AOTI_DEBUG_PRINTER_GUARD=2).
             culprit = re.fullmatch(r"(.+) \(launch ([0-9]+)\)", ev.culprit)
@@ -155,12 +155,18 @@ def finding_in(
                     f"{dump.source}: no record of {kernel} (launch {launch}), which "
                     "the guard names: was its run saved at level 1?"
                 )
-            return Finding(kernel, launch, calls[0], what, [IN_BOUNDS, UNCHANGED], "", ev.run_id)
+            return Finding(
+                kernel=kernel,
+                launch=launch,
+                call=calls[0],
+                what=what,
+                checks=[IN_BOUNDS, UNCHANGED],
+                run_id=ev.run_id,
+            )
         return Finding(
-            *where,
-            f"CUDA error after kernel {ev.kernel}: {ev.error}",
-            [NO_ERROR, FINITE, UNCHANGED, IN_BOUNDS],
-            run_id=ev.run_id,
+            **where,
+            what=f"CUDA error after kernel {ev.kernel}: {ev.error}",
+            checks=[NO_ERROR, FINITE, UNCHANGED, IN_BOUNDS],
         )
     raise ReproError(
         f"{dump.source} holds no trap, guard or CUDA error record: name the launch "
