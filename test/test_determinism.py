@@ -141,8 +141,8 @@ def test_a_comparison_of_nothing_is_no_verdict(tmp_path):
     strict = cli("compare", a, tmp_path / "b", "--strict")
     assert strict.returncode == 1, strict.stdout + strict.stderr
     # A report against something that is not a dump: one line, exit 2.
-    done = cli("report", a, "-o", tmp_path / "r.html", "--against", a / "manifest.jsonl.missing")
-    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    bad = cli("report", a, "-o", tmp_path / "r.html", "--against", a / "manifest.jsonl.missing")
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
     assert done.stderr.strip().splitlines() == [
         "aoti-debug compare: compared nothing: no value of A has its match in B"
     ]

@@ -225,8 +225,8 @@ def test_values_no_node_holds_are_judged_by_their_formulas(tmp_path):
     found = aoti_debug_printer.first_divergence_from_eager(program, dump=dump)
     assert found.first is None
     assert (
-        "its formula cannot be evaluated: this torch has no aten.no_such_op.default"
-        in format_divergence(found)
+        "formula_failed: its formula cannot be evaluated (the first: this torch has no "
+        "aten.no_such_op.default)" in format_divergence(found)
     )
 
 

@@ -84,7 +84,8 @@ _NOT_COMPARED_CODES = frozenset(c.value for c in NotCompared)
 def _left_out(r: Record) -> Unmatched:
     """A value that holds no node and has no formula, by its record's reason."""
     reason = r.tensor.reason
-    return Unmatched(r, reason.value if reason else Reason.NO_GRAPH_NODE.value, r.tensor.why)
+    code = reason.value if reason else Reason.NO_GRAPH_NODE.value
+    return Unmatched(r, code, r.tensor.why.removeprefix(code).removeprefix(":"))
 
 
 @dataclass
@@ -1321,9 +1322,13 @@ def format_divergence(d: Divergence) -> str:
             f"  {r.launch:>6} {r.kernel[:44]:<44} {r.arg[:8]:<8} "
             f"{m.node[:22]:<22} {_relative(m.own):>9} {_relative(m.accumulated):>9}  {mark}"
         )
-    texts = {u.code: u.text for u in d.unmatched}
+    first_of = {}
+    for u in d.unmatched:
+        first_of.setdefault(u.code, u)
     for code, n in reasons.most_common():
-        lines.append(f"  not compared ({n}) {code}: {texts[code]}")
+        u = first_of[code]
+        detail = f" (the first: {u.detail})" if u.detail else ""
+        lines.append(f"  not compared ({n}) {code}: {u.text}{detail}")
     return "\n".join(lines) + "\n"
 
 
