@@ -13,6 +13,8 @@ TORCH_RELEASE=${AOTI_DEBUG_PRINTER_TORCH:-2.13.0}
 TRANSFORMERS_RELEASE=5.23.0
 # The release of ruff that lints and formats the Python (test_style.py).
 RUFF_RELEASE=0.8.6
+# The release of pytest-xdist that spreads the suite over the cores.
+XDIST_RELEASE=3.8.0
 venv=""
 if [ -n "${AOTI_DEBUG_PRINTER_PATCHED:-}" ]; then
   venv=.venv/torch-$TORCH_RELEASE-patched

@@ -28,7 +28,9 @@ import tomllib
 print(*tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"])
 PY
 # transformers: the GPT-2 and BERT architectures of the finding tools' tests.
-python -m pip install -q pytest "transformers==$TRANSFORMERS_RELEASE" "ruff==$RUFF_RELEASE"
+# pytest-xdist: the suite runs on every core (scripts/test.sh).
+python -m pip install -q pytest "pytest-xdist==$XDIST_RELEASE" \
+  "transformers==$TRANSFORMERS_RELEASE" "ruff==$RUFF_RELEASE"
 
 if [ -n "${WITH_CATCH2:-}" ] && [ ! -f /usr/include/catch2/catch.hpp ]; then
   apt-get update -qq && apt-get install -y -qq catch2 >/dev/null

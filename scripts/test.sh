@@ -6,4 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 WITH_CATCH2=1 WITH_CHROMIUM=1 bash scripts/setup.sh
 source scripts/python_env.sh
-python -m pytest "$@"
+# One worker per core: most of the time is AOTInductor compiles, in Python
+# and one compiler process each. Tests that share a compiled package stay on
+# one worker (xdist_group); pytest-benchmark, where installed, would refuse.
+python -m pytest -n "${PYTEST_WORKERS:-auto}" --dist loadgroup -p no:benchmark "$@"
