@@ -472,13 +472,10 @@ class _GraphFacts:
                 return ""
             mean = reductions[0]
             x = mean.args[0]
-            shape = x.meta["val"].shape
-            dims = [d % len(shape) for d in mean.args[1]]
+            dims, reduced = _static_reduced_sizes(x, mean.args[1])
             keepdim = mean.args[2] if len(mean.args) > 2 else mean.kwargs.get("keepdim", False)
-            reduced = [shape[d] for d in dims]
             if not (
-                all(isinstance(d, int) for d in reduced)
-                and list(data.ranges) == list(mean.meta["val"].shape)
+                list(data.ranges) == list(mean.meta["val"].shape)
                 and math.prod(data.reduction_ranges) == math.prod(reduced)
             ):
                 return ""
@@ -486,7 +483,7 @@ class _GraphFacts:
             if x.meta["val"].dtype != data.dtype:
                 then.append(["prims.convert_element_type.default", [None, data.dtype], {}])
             then.append(["aten.sum.dim_IntList", [None, dims, keepdim], {}])
-        except Exception:  # noqa: BLE001 - internals move between torch releases
+        except Exception:  # noqa: BLE001 - internals move between torch releases (or _NoFormula)
             return ""
         return self.formula_of(x, then=then, name=f"{self.root(mean) or mean.name}/sum")
 
@@ -524,14 +521,8 @@ class _GraphFacts:
             )
             if not (welford or two_pass):
                 return ""
-            # Only the reduced sizes need be static (a layer norm over a
-            # dynamic batch).
-            shape = var_mean.args[0].meta["val"].shape
             dims = var_mean.args[1] if len(var_mean.args) > 1 else var_mean.kwargs.get("dim")
-            dims = range(len(shape)) if dims is None else [d % len(shape) for d in dims]
-            reduced = [shape[d] for d in dims]
-            if not all(isinstance(d, int) for d in reduced):
-                return ""
+            _, reduced = _static_reduced_sizes(var_mean.args[0], dims)
             correction = var_mean.kwargs.get("correction")
             n = math.prod(reduced) - (1 if correction is None else correction)
         except Exception:  # noqa: BLE001 - internals move between torch releases (or _NoFormula)
@@ -888,6 +879,18 @@ def _is_tensor(value) -> bool:
     import torch
 
     return isinstance(value, torch.Tensor)
+
+
+def _static_reduced_sizes(fx_node, dims) -> tuple[list[int], list[int]]:
+    """(dims, sizes) of a reduction of `fx_node` over `dims` (None: all),
+    dims made non-negative. Only these sizes need be static (a layer norm
+    over a dynamic batch); _NoFormula where one is symbolic."""
+    shape = fx_node.meta["val"].shape
+    dims = list(range(len(shape))) if dims is None else [d % len(shape) for d in dims]
+    sizes = [shape[d] for d in dims]
+    if not all(isinstance(n, int) for n in sizes):
+        raise _NoFormula
+    return dims, sizes
 
 
 def _static_shape(fx_node) -> list[int]:
