@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -16,6 +18,7 @@ import aoti_debug_printer
 from aoti_debug_printer import _C
 from aoti_debug_printer._dumps import load_dump
 from aoti_debug_printer._records import (
+    RECORD_SCHEMA,
     EnvironmentRecord,
     GuardKind,
     GuardRecord,
@@ -66,6 +69,20 @@ def dump(tmp_path):
     with aoti_debug_printer.options(dump_dir=tmp_path / "dump", trap=1):
         one_run_of_every_kind(level_1=True, trap=True)
     return tmp_path / "dump"
+
+
+def test_reading_a_dump_needs_neither_torch_nor_the_library(dump):
+    """The reader's schema is the header's, and a tool that reads records
+    (a report, a comparison's first pass) starts without loading torch."""
+    assert RECORD_SCHEMA == _C.RECORD_SCHEMA
+    code = (
+        "import sys; from aoti_debug_printer._dumps import load_dump; "
+        f"d = load_dump({str(dump)!r}); assert d.records; "
+        "print(sorted(m for m in ('torch', 'aoti_debug_printer._C') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
 
 
 def test_every_record_kind_states_the_schema(records_file, dump):

@@ -250,7 +250,7 @@ def load_dump(source: str | Path) -> Dump:
             "version %d",
             source,
             unversioned,
-            _records.schema(),
+            _records.RECORD_SCHEMA,
         )
     if not dump.records and not dump.events:
         raise ValueError(f"{source} holds no record of aoti-debug-printer")

@@ -17,14 +17,11 @@ from enum import Enum
 from functools import cache
 from typing import Any, ClassVar
 
-
-@cache
-def schema() -> int:
-    """The record schema this package writes and reads (the C header's
-    AOTI_DEBUG_PRINTER_RECORD_SCHEMA)."""
-    from ._options import shim
-
-    return int(shim().RECORD_SCHEMA)
+# The record schema this package writes and reads: the C header's
+# AOTI_DEBUG_PRINTER_RECORD_SCHEMA, mirrored here so that reading a dump
+# needs neither torch nor the compiled library (test_schema holds the two
+# equal).
+RECORD_SCHEMA = 3
 
 
 class Phase(str, Enum):
@@ -335,10 +332,10 @@ def parse(raw: Any) -> Record:
         raise ValueError(f"a record of unknown kind {raw['event']!r}")
     # Records from before versions were written as schema 1 is.
     version = raw.get("schema", 1)
-    if type(version) is not int or version > schema():
+    if type(version) is not int or version > RECORD_SCHEMA:
         raise ValueError(
             f"record schema {version!r}, newer than this aoti-debug-printer reads "
-            f"({schema()}): read it with the release that wrote it, or a newer one"
+            f"({RECORD_SCHEMA}): read it with the release that wrote it, or a newer one"
         )
     raw = dict(raw)
     if issubclass(kind, Where) and version < 2:
