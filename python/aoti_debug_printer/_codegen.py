@@ -531,9 +531,11 @@ class _CppEmitter(_Emitter):
         )
 
     def record(self, action, phase, kernel, arg, held=None) -> str:
-        role, node, why, formula = held or (0, "", "", "")
-        extra = (f", {_c_string(node)}, {_c_string(why)}, {role}" if held else "") + (
-            f", {_c_string(formula)}" if formula else ""
+        extra = (
+            f", {_c_string(held.node)}, {_c_string(held.why)}, {held.role}"
+            + (f", {_c_string(held.formula)}" if held.formula else "")
+            if held
+            else ""
         )
         return (
             f"aoti_debug_printer::value(AOTI_DEBUG_PRINTER_API, {action}, {phase}, "
@@ -557,9 +559,11 @@ class _PythonEmitter(_Emitter):
         return f"{_PY_MODULE}.launch({phase}, {kernel!r}, {flags})"
 
     def record(self, action, phase, kernel, arg, held=None) -> str:
-        role, node, why, formula = held or (0, "", "", "")
-        extra = (f", {node!r}, {why!r}, {role}" if held else "") + (
-            f", formula={formula!r}" if formula else ""
+        extra = (
+            f", {held.node!r}, {held.why!r}, {held.role}"
+            + (f", formula={held.formula!r}" if held.formula else "")
+            if held
+            else ""
         )
         return f"{_PY_MODULE}.record({action}, {phase}, {kernel!r}, {_label(arg)!r}, {arg}{extra})"
 

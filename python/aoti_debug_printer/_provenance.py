@@ -50,7 +50,7 @@ import math
 import operator
 import sys
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ._numerics import dtype_name
 from ._options import shim
@@ -195,9 +195,21 @@ def _writes_of_line_being_rendered() -> Writes | None:
     return None
 
 
-# What an argument holds at one record: (role, node, why, formula), node ""
-# when it holds none, formula "" when none is known.
-Held = tuple[int, str, str, str]
+@dataclass(frozen=True)
+class Held:
+    """What an argument holds at one record: its role (the ABI's code), the
+    exported node whose value it is ("" where none), why none (a Reason's
+    `why`), and the formula of its value ("" where none is known)."""
+
+    role: int
+    node: str = ""
+    why: str = ""
+    formula: str = ""
+
+    def read(self) -> Held:
+        """Reading it: what its writer left there (the formula stays with
+        the record of the write: generated code carries it once)."""
+        return Held(ROLE_READ, self.node, self.why)
 
 
 def _root_names(fx_node) -> set[str]:
@@ -989,12 +1001,7 @@ class Provenance:
         )
         self.writes_unseen = writes is None or any(_has_memory(graph, n) for n in unnamed)
         if writes is None:
-            unknown = (
-                ROLE_UNKNOWN,
-                "",
-                Reason.WRITES_UNKNOWN.why(kernel_name),
-                "",
-            )
+            unknown = Held(ROLE_UNKNOWN, why=Reason.WRITES_UNKNOWN.why(kernel_name))
             for name in names:
                 before[name] = _read(self._held.get(name), "")
                 after[name] = unknown
@@ -1007,13 +1014,13 @@ class Provenance:
             if name in writes.defined and name not in self._held and name in in_place_of:
                 held = _read(self._held.get(in_place_of[name]), "")
                 stored = self._stored(facts, name, kernel_name)
-                if stored[0] == ROLE_READ:
+                if stored.role == ROLE_READ:
                     # Fused away: the kernel reads its input there and
                     # stores nothing, so the buffer keeps its input's value.
                     before[name] = after[name] = self._held[name] = held
                     continue
-                before[name] = (ROLE_READ_WRITE, held[1], held[2], "")
-                after[name] = self._held[name] = (ROLE_READ_WRITE, *stored[1:])
+                before[name] = replace(held, role=ROLE_READ_WRITE)
+                after[name] = self._held[name] = replace(stored, role=ROLE_READ_WRITE)
             elif name in writes.mutated:
                 before[name] = _read(self._held.get(name), "")
                 mutator = writes.mutated_by.get(name)
@@ -1025,9 +1032,9 @@ class Provenance:
                 if why == Reason.CHANGED_IN_PLACE.why():
                     why = Reason.CHANGED_IN_PLACE.why(kernel_name)
                 role = ROLE_ACCUMULATE if _accumulates(mutator) else ROLE_READ_WRITE
-                after[name] = self._held[name] = (role, node, why, formula)
+                after[name] = self._held[name] = Held(role, node, why, formula)
             elif name in writes.defined and name not in self._held:
-                before[name] = (ROLE_WRITE, "", Reason.NOT_YET_WRITTEN.why(), "")
+                before[name] = Held(ROLE_WRITE, why=Reason.NOT_YET_WRITTEN.why())
                 after[name] = self._held[name] = self._stored(facts, name, kernel_name)
             else:
                 why = (Reason.MODEL_INPUT if name in inputs else Reason.CONSTANT).why()
@@ -1038,13 +1045,8 @@ class Provenance:
     def _stored(facts: _GraphFacts, name: str, kernel_name: str) -> Held:
         graph = facts.graph
         if name in graph.removed_buffers or name in graph.inplaced_to_remove:
-            return (
-                ROLE_READ,
-                "",
-                Reason.NEVER_STORED.why(kernel_name),
-                "",
-            )
-        return (ROLE_WRITE, *facts.value_of(name))
+            return Held(ROLE_READ, why=Reason.NEVER_STORED.why(kernel_name))
+        return Held(ROLE_WRITE, *facts.value_of(name))
 
 
 def _has_memory(graph, name: str) -> bool:
@@ -1060,6 +1062,5 @@ def _has_memory(graph, name: str) -> bool:
 
 
 def _read(held: Held | None, why: str) -> Held:
-    """Reading a buffer: what its writer left in it (its formula stays with
-    the record of the write: generated code carries it once)."""
-    return (ROLE_READ, held[1], held[2], "") if held is not None else (ROLE_READ, "", why, "")
+    """Reading a buffer: what its writer left in it, else `why` none is known."""
+    return held.read() if held is not None else Held(ROLE_READ, why=why)
