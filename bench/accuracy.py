@@ -1,5 +1,5 @@
 """False alarms and misses of `diverge` and `compare`, side by side: the
-criterion of _numerics against the per-dtype tolerance they used before
+criterion of tools/numerics against the per-dtype tolerance they used before
 (torch.testing's, and rtol = atol = 5e-3 for float32 on CUDA whenever a
 TF32 flag was on).
 
@@ -34,8 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test"))
 from testmodels import findings  # noqa: E402
 
 import aoti_debug_printer  # noqa: E402
-from aoti_debug_printer._diverge import eager_values  # noqa: E402
-from aoti_debug_printer._dumps import Record  # noqa: E402
+from aoti_debug_printer import Record, eager_values  # noqa: E402
 
 # The tolerance diverge and compare used before the float64 criterion.
 OLD = {"float16": (1e-3, 1e-5), "bfloat16": (1.6e-2, 1e-5), "float32": (1.3e-6, 1e-5)}

@@ -94,7 +94,7 @@ def bench_record_cost(tensors: dict[str, torch.Tensor], records: int, overhead_m
             for _ in range(3):
                 stats.append(per_call_us(lambda t=t: _C.stats(t)))
                 whole.append(
-                    per_call_us(lambda t=t: _C.record(_C.PRINT, _C.AFTER_LAUNCH, "k", "t", t))
+                    per_call_us(lambda t=t: _C.record(_C.LEVEL_PRINT, _C.AFTER_LAUNCH, "k", "t", t))
                 )
             costs[name] = (min(stats), min(whole))
     for name, (stats, whole) in costs.items():

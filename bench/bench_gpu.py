@@ -70,7 +70,7 @@ def queued_record_ms(t: torch.Tensor, records: int, repeats: int = 5) -> tuple[f
         _C.begin_run(with_end=True)
         start.record()
         for _ in range(records):
-            _C.record(_C.PRINT, _C.AFTER_LAUNCH, "k", "t", t)
+            _C.record(_C.LEVEL_PRINT, _C.AFTER_LAUNCH, "k", "t", t)
         end.record()
         _C.end_run()
         end.synchronize()
@@ -120,7 +120,9 @@ def bench_stats(sizes_mib: list[float], runs: int) -> None:
             floor = mib * 2**20 / bw * 1e3
             ours = gpu_ms(lambda t=t: _C.stats(t, "device"), runs)
             with stdout_to_devnull():
-                record = gpu_ms(lambda t=t: _C.record(_C.PRINT, _C.AFTER_LAUNCH, "k", "t", t), runs)
+                record = gpu_ms(
+                    lambda t=t: _C.record(_C.LEVEL_PRINT, _C.AFTER_LAUNCH, "k", "t", t), runs
+                )
                 queued, queued_gpu = queued_record_ms(t, runs)
                 builtin = gpu_ms(lambda t=t: _C.upstream_print_tensor_handle(t, "bench"), runs)
             name = (
@@ -143,11 +145,11 @@ def profile_small_record() -> None:
     t = torch.randn(64, 256, device="cuda")
     with stdout_to_devnull():
         for _ in range(5):
-            _C.record(_C.PRINT, _C.AFTER_LAUNCH, "k", "t", t)
+            _C.record(_C.LEVEL_PRINT, _C.AFTER_LAUNCH, "k", "t", t)
         torch.cuda.synchronize()
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             for _ in range(20):
-                _C.record(_C.PRINT, _C.AFTER_LAUNCH, "k", "t", t)
+                _C.record(_C.LEVEL_PRINT, _C.AFTER_LAUNCH, "k", "t", t)
             torch.cuda.synchronize()
     print("\nWhere 20 records of a 64 KiB float32 tensor spend their time:")
     print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=14))

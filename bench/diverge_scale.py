@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 import aoti_debug_printer
-from aoti_debug_printer._diverge import format_divergence
+from aoti_debug_printer import format_divergence
 
 
 def main() -> int:

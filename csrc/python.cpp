@@ -66,9 +66,10 @@ py::dict stats_dict(const at::Tensor& t, const std::string& on, bool fingerprint
 
 // Python values in the JIT wrapper: tensors, SymInt-derived ints, floats,
 // bools. Anything else is recorded by its type name.
-void record(int32_t action, int32_t phase, const std::string& kernel, const std::string& arg,
+void record(int32_t level, int32_t phase, const std::string& kernel, const std::string& arg,
             py::handle value, const std::string& node, const std::string& why, int32_t role,
             const std::string& formula) {
+  const Level compiled = compiled_level(level);
   Where w = where_now(static_cast<Phase>(phase), kernel, arg);
   w.node = node;
   w.why = why;
@@ -78,28 +79,28 @@ void record(int32_t action, int32_t phase, const std::string& kernel, const std:
   if (THPVariable_Check(value.ptr())) {
     const at::Tensor t = THPVariable_Unpack(value.ptr());
     py::gil_scoped_release no_gil;
-    stop = record_tensor(action, w, &t);
+    stop = record_tensor(compiled, w, &t);
   } else if (value.is_none()) {
-    stop = record_tensor(action, w, nullptr);
+    stop = record_tensor(compiled, w, nullptr);
   } else if (py::isinstance<py::bool_>(value)) {
-    record_scalar(action, w, "bool", value.cast<bool>() ? "true" : "false");
+    record_scalar(compiled, w, "bool", value.cast<bool>() ? "true" : "false");
   } else if (py::isinstance<py::int_>(value)) {
-    record_scalar(action, w, "int64", py::str(value));
+    record_scalar(compiled, w, "int64", py::str(value));
   } else if (py::isinstance<py::float_>(value)) {
-    record_scalar(action, w, "float64", py::str(py::repr(value)));
+    record_scalar(compiled, w, "float64", py::str(py::repr(value)));
   } else {
-    record_scalar(action, w, Py_TYPE(value.ptr())->tp_name, py::str(value));
+    record_scalar(compiled, w, Py_TYPE(value.ptr())->tp_name, py::str(value));
   }
   if (stop.code != 0) throw std::runtime_error("aoti-debug-printer: " + stop.message);
 }
 
 // The JIT wrapper's launch event: a CUDA error found after a kernel becomes
 // a Python exception that names it.
-void launch_event(int32_t phase, const std::string& kernel, int32_t flags) {
+void launch_event(int32_t level, int32_t phase, const std::string& kernel, int32_t flags) {
   std::string failure;
   {
     py::gil_scoped_release no_gil;
-    failure = launch(static_cast<Phase>(phase), kernel, flags);
+    failure = launch(compiled_level(level), static_cast<Phase>(phase), kernel, flags);
   }
   if (!failure.empty()) throw std::runtime_error("aoti-debug-printer: " + failure);
 }
@@ -134,11 +135,10 @@ PYBIND11_MODULE(_C, m) {
   m.attr("ABI_VERSION") = AOTI_DEBUG_PRINTER_ABI_VERSION;
   m.attr("RECORD_SCHEMA") = AOTI_DEBUG_PRINTER_RECORD_SCHEMA;
   m.attr("WRITES_UNSEEN") = static_cast<int>(AOTI_DEBUG_PRINTER_WRITES_UNSEEN);
-  m.attr("SAVE") = static_cast<int>(AOTI_DEBUG_PRINTER_SAVE);
-  m.attr("PRINT") = static_cast<int>(AOTI_DEBUG_PRINTER_PRINT);
-  m.attr("WATCH") = static_cast<int>(AOTI_DEBUG_PRINTER_WATCH);
+  m.attr("LEVEL_SAVE") = static_cast<int>(AOTI_DEBUG_PRINTER_LEVEL_SAVE);
+  m.attr("LEVEL_PRINT") = static_cast<int>(AOTI_DEBUG_PRINTER_LEVEL_PRINT);
+  m.attr("LEVEL_KERNEL_NAMES") = static_cast<int>(AOTI_DEBUG_PRINTER_LEVEL_KERNEL_NAMES);
   m.attr("ANNOUNCE") = static_cast<int>(AOTI_DEBUG_PRINTER_ANNOUNCE);
-  m.attr("SYNC_BY_DEFAULT") = static_cast<int>(AOTI_DEBUG_PRINTER_SYNC_BY_DEFAULT);
   m.attr("UNSELECTED") = static_cast<int>(AOTI_DEBUG_PRINTER_UNSELECTED);
   m.attr("BEFORE_LAUNCH") = static_cast<int>(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH);
   m.attr("AFTER_LAUNCH") = static_cast<int>(AOTI_DEBUG_PRINTER_AFTER_LAUNCH);
@@ -166,13 +166,16 @@ PYBIND11_MODULE(_C, m) {
         end_run();
       },
       "End this thread's run: every record it took is written.");
-  m.def("launch", &launch_event, py::arg("phase"), py::arg("kernel"), py::arg("flags"),
-        "Mark a kernel launch; raises RuntimeError when a CUDA error is found after a kernel.");
-  m.def("record", &record, py::arg("action"), py::arg("phase"), py::arg("kernel"), py::arg("arg"),
+  m.def("launch", &launch_event, py::arg("level"), py::arg("phase"), py::arg("kernel"),
+        py::arg("flags"),
+        "Mark a kernel launch of a model compiled at `level`; raises RuntimeError when a CUDA "
+        "error is found after a kernel.");
+  m.def("record", &record, py::arg("level"), py::arg("phase"), py::arg("kernel"), py::arg("arg"),
         py::arg("value"), py::arg("node") = "", py::arg("why") = "",
         py::arg("role") = static_cast<int>(AOTI_DEBUG_PRINTER_ROLE_UNKNOWN),
         py::arg("formula") = "",
-        "Print or save one kernel argument (node: the exported program's node it holds; why: "
+        "Print or save one kernel argument of a model compiled at `level`, as the run-time level "
+        "says (node: the exported program's node it holds; why: "
         "the reason it holds none; role: AOTI_DEBUG_PRINTER_ROLE_*; formula: how the value it "
         "holds is computed from the program's values, JSON).");
   m.def("stats", &stats_dict, py::arg("tensor"), py::arg("on") = "auto",

@@ -285,26 +285,22 @@ const Settings& settings_now() {
 
 Level runtime_level() { return settings_now().level; }
 
-Level level_of_action(int32_t action) {
-  switch (action) {
-    case AOTI_DEBUG_PRINTER_SAVE: return Level::Save;
-    case AOTI_DEBUG_PRINTER_PRINT: return Level::Print;
-    case AOTI_DEBUG_PRINTER_WATCH: return Level::KernelNames;
+Level compiled_level(int32_t level) {
+  switch (level) {
+    case AOTI_DEBUG_PRINTER_LEVEL_SAVE:
+    case AOTI_DEBUG_PRINTER_LEVEL_PRINT:
+    case AOTI_DEBUG_PRINTER_LEVEL_KERNEL_NAMES: return static_cast<Level>(level);
     default: return Level::Off;
   }
 }
 
-Level level_of_launch_flags(int32_t flags) {
-  return flags & AOTI_DEBUG_PRINTER_SYNC_BY_DEFAULT ? Level::KernelNames : Level::Print;
-}
-
-int32_t action_at(Level now, Level compiled, bool before_launch) {
-  if (compiled == Level::KernelNames && now != Level::KernelNames) return 0;
+Action action_at(Level now, Level compiled, bool before_launch) {
+  if (compiled == Level::KernelNames && now != Level::KernelNames) return Action::None;
   switch (now) {
-    case Level::Save: return AOTI_DEBUG_PRINTER_SAVE;
-    case Level::Print: return AOTI_DEBUG_PRINTER_PRINT;
-    case Level::KernelNames: return before_launch ? AOTI_DEBUG_PRINTER_WATCH : 0;
-    default: return 0;
+    case Level::Save: return Action::Save;
+    case Level::Print: return Action::Print;
+    case Level::KernelNames: return before_launch ? Action::Watch : Action::None;
+    default: return Action::None;
   }
 }
 

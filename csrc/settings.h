@@ -1,6 +1,8 @@
 // Run-time settings: the one table of options, and what each one means.
 #pragma once
 
+#include "aoti_debug_printer.h"
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -11,27 +13,33 @@ namespace aoti_debug_printer {
 
 enum class Format { Text, Jsonl };
 
-// The printer's levels, as AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER
-// numbers them; AsCompiled is the run-time switch's "as the model was
-// compiled" (AOTI_DEBUG_PRINTER_LEVEL=-1).
-enum class Level : int32_t { AsCompiled = -1, Off = 0, Save = 1, Print = 2, KernelNames = 3 };
+// The printer's levels, as AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER and
+// the C header (AOTI_DEBUG_PRINTER_LEVEL_*) number them: generated code
+// passes the level it was compiled at as itself. AsCompiled is the run-time
+// switch's "as the model was compiled" (AOTI_DEBUG_PRINTER_LEVEL=-1).
+enum class Level : int32_t {
+  AsCompiled = -1,
+  Off = 0,
+  Save = AOTI_DEBUG_PRINTER_LEVEL_SAVE,
+  Print = AOTI_DEBUG_PRINTER_LEVEL_PRINT,
+  KernelNames = AOTI_DEBUG_PRINTER_LEVEL_KERNEL_NAMES,
+};
 
-// The one mapping between what generated code passes and levels. A record
-// carries the action of the level it was compiled at (AOTI_DEBUG_PRINTER_SAVE
-// at 1, _PRINT at 2, _WATCH at 3); a launch event of a level-3 compile
-// carries AOTI_DEBUG_PRINTER_SYNC_BY_DEFAULT, where the launch events of
-// levels 1 and 2 behave alike.
-Level level_of_action(int32_t action);
-Level level_of_launch_flags(int32_t flags);
+// The level generated code passes, checked: Off for a number that is no
+// compiled level.
+Level compiled_level(int32_t level);
 // The level a record or launch event runs at: the run-time switch
 // (`runtime`, read once by the caller), unless it says "as compiled".
 inline Level level_now(Level runtime, Level compiled) {
   return runtime == Level::AsCompiled ? compiled : runtime;
 }
-// What a record compiled at `compiled` does at `now`: AOTI_DEBUG_PRINTER_SAVE,
-// _PRINT, _WATCH (level 3 notes tensors before launch only), or 0 (nothing;
-// a level-3 compile has no record to save or print at another level).
-int32_t action_at(Level now, Level compiled, bool before_launch);
+// What a record does: nothing, save a snapshot, print, or (level 3) note a
+// tensor argument for the CUDA error check.
+enum class Action { None, Save, Print, Watch };
+// What a record of a model compiled at `compiled` does at `now`: level 3
+// notes tensors before launch only, and a level-3 compile has no record to
+// save or print at another level.
+Action action_at(Level now, Level compiled, bool before_launch);
 
 // When to wait for the GPU after a kernel and check CUDA's error state.
 enum class Sync {

@@ -80,20 +80,19 @@ void end_run() {
 
 namespace {
 
-// What a record compiled as `compiled` does at the run-time level `runtime`;
-// 0: nothing.
-int32_t effective_action(int32_t compiled, Phase phase, Level runtime) {
-  const Level at = level_of_action(compiled);
-  return action_at(level_now(runtime, at), at, phase == Phase::BeforeLaunch);
+// What a record of a model compiled at `compiled` does at the run-time
+// level `runtime`.
+Action effective_action(Level compiled, Phase phase, Level runtime) {
+  return action_at(level_now(runtime, compiled), compiled, phase == Phase::BeforeLaunch);
 }
 
 }  // namespace
 
-std::string launch(Phase phase, const std::string& kernel, int32_t flags) {
+std::string launch(Level compiled, Phase phase, const std::string& kernel, int32_t flags) {
   // Every launch event writes out the records whose statistics have landed.
   if (records_waiting()) flush_records(false);
   const Level runtime = runtime_level();
-  const Level level = level_now(runtime, level_of_launch_flags(flags));
+  const Level level = level_now(runtime, compiled);
   if (phase == Phase::BeforeLaunch) {
     ++state.launch;
     // Call indices hash the name: not while switched off.
@@ -199,7 +198,7 @@ std::unique_ptr<LateRecord> printed_later(const Settings& settings, const Where&
 // statistics, for the trap, with the guard's fingerprint when asked for.
 // With `later`, a printed record may be written once its statistics land,
 // and returns none.
-TensorStats write_record(int32_t action, const Settings& settings, const Where& where,
+TensorStats write_record(Action action, const Settings& settings, const Where& where,
                          const at::Tensor& t, bool unwritten_output, bool with_fingerprint,
                          bool later) {
   const bool json = settings.format == Format::Jsonl;
@@ -209,7 +208,7 @@ TensorStats write_record(int32_t action, const Settings& settings, const Where& 
     Contents unwritten;
     unwritten.stats.unsupported = "output, not yet written: no statistics";
     const TensorRecord r = describe(where, t, unwritten);
-    if (action == AOTI_DEBUG_PRINTER_SAVE) {
+    if (action == Action::Save) {
       saving([&] { append_to_manifest(settings.dump_dir, format_json(r) + "\n"); });
     } else {
       emit(settings.output, format_record(r, json));
@@ -217,7 +216,7 @@ TensorStats write_record(int32_t action, const Settings& settings, const Where& 
     return {};
   }
   TensorRecord r;
-  if (action == AOTI_DEBUG_PRINTER_SAVE) {
+  if (action == Action::Save) {
     // A snapshot needs every element on the host anyway: one copy, and the
     // manifest's statistics from it.
     const at::Tensor host = to_host(t);
@@ -246,7 +245,7 @@ Stop guard_stop(const std::string& message) {
 
 }  // namespace
 
-Stop record_tensor(int32_t action, const Where& given, const at::Tensor* t) {
+Stop record_tensor(Level compiled, const Where& given, const at::Tensor* t) {
   const Level runtime = runtime_level();
   if (runtime == Level::Off) return {};
   const Phase phase = given.phase;
@@ -254,8 +253,8 @@ Stop record_tensor(int32_t action, const Where& given, const at::Tensor* t) {
   if (phase == Phase::BeforeLaunch || phase == Phase::AfterLaunch) {
     if (!state.selected) return {};
   }
-  action = effective_action(action, phase, runtime);
-  if (action == 0) return {};
+  const Action action = effective_action(compiled, phase, runtime);
+  if (action == Action::None) return {};
   const Settings& settings = settings_now();
   if (!settings.rank_selected()) return {};
   // roles=0: every argument is one whose role is not known.
@@ -274,7 +273,7 @@ Stop record_tensor(int32_t action, const Where& given, const at::Tensor* t) {
         watch(where.arg, *t, settings.replay || (settings.trap && !unwritten_output)));
     state.watched.back().unwritten_output = unwritten_output;
   }
-  if (action == AOTI_DEBUG_PRINTER_WATCH) return {};
+  if (action == Action::Watch) return {};
   const bool guarding =
       defined && settings.guard > 0 && (phase == Phase::ModelInput || state.guarding);
   if (phase == Phase::AfterLaunch && read_only) {
@@ -303,14 +302,14 @@ Stop record_tensor(int32_t action, const Where& given, const at::Tensor* t) {
                         : guard::before_use(settings, where, *t, stats.fingerprint));
 }
 
-void record_scalar(int32_t action, const Where& where, const char* type, const std::string& value) {
+void record_scalar(Level compiled, const Where& where, const char* type, const std::string& value) {
   const Level runtime = runtime_level();
   if (runtime == Level::Off || (where.launch >= 0 && !state.selected)) return;
-  action = effective_action(action, where.phase, runtime);
-  if (action == 0 || action == AOTI_DEBUG_PRINTER_WATCH) return;
+  const Action action = effective_action(compiled, where.phase, runtime);
+  if (action == Action::None || action == Action::Watch) return;
   const Settings& settings = settings_now();
   if (!settings.rank_selected()) return;
-  if (action == AOTI_DEBUG_PRINTER_SAVE) {
+  if (action == Action::Save) {
     // No file to hold a scalar: its manifest line carries the value.
     saving([&] { append_to_manifest(settings.dump_dir, format_scalar(where, type, value, true)); });
     return;
@@ -352,20 +351,31 @@ void aoti_debug_printer_end_run(void) {
   guarded(__func__, [] { end_run(); });
 }
 
-int32_t aoti_debug_printer_launch(int32_t phase, const char* kernel, int32_t flags) {
+int32_t aoti_debug_printer_launch_at_level(int32_t level, int32_t phase, const char* kernel,
+                                           int32_t flags) {
+  const Level compiled = compiled_level(level);
   if (runtime_level() == Level::Off) {  // switched off: count the launch, nothing more
     if (phase == AOTI_DEBUG_PRINTER_BEFORE_LAUNCH)
-      guarded(__func__, [&] { launch(Phase::BeforeLaunch, "", flags); });
+      guarded(__func__, [&] { launch(compiled, Phase::BeforeLaunch, "", flags); });
     return 0;
   }
   int32_t failed = 0;
   guarded(__func__, [&] {
-    failed = launch(static_cast<Phase>(phase), or_empty(kernel), flags).empty() ? 0 : 1;
+    failed = launch(compiled, static_cast<Phase>(phase), or_empty(kernel), flags).empty() ? 0 : 1;
   });
   return failed;
 }
 
-int32_t aoti_debug_printer_tensor_computed(int32_t action, int32_t phase, const char* kernel,
+int32_t aoti_debug_printer_launch(int32_t phase, const char* kernel, int32_t flags) {
+  // ABI 5 and older: a level-3 compile's launch events carry flag 2; those of
+  // levels 1 and 2 behave alike.
+  constexpr int32_t compiled_at_level_3 = 2;
+  const int32_t level = flags & compiled_at_level_3 ? AOTI_DEBUG_PRINTER_LEVEL_KERNEL_NAMES
+                                                    : AOTI_DEBUG_PRINTER_LEVEL_PRINT;
+  return aoti_debug_printer_launch_at_level(level, phase, kernel, flags & ~compiled_at_level_3);
+}
+
+int32_t aoti_debug_printer_tensor_computed(int32_t level, int32_t phase, const char* kernel,
                                            const char* arg, const char* node, const char* why,
                                            const char* formula, int32_t role,
                                            AtenTensorHandle tensor) {
@@ -377,54 +387,57 @@ int32_t aoti_debug_printer_tensor_computed(int32_t action, int32_t phase, const 
     w.why = or_empty(why);
     w.formula = or_empty(formula);
     w.role = static_cast<Role>(role);
-    stop = record_tensor(action, w, tensor_of(tensor)).code;
+    stop = record_tensor(compiled_level(level), w, tensor_of(tensor)).code;
   });
   return stop;
 }
 
-int32_t aoti_debug_printer_tensor_held(int32_t action, int32_t phase, const char* kernel,
+int32_t aoti_debug_printer_tensor_held(int32_t level, int32_t phase, const char* kernel,
                                        const char* arg, const char* node, const char* why,
                                        int32_t role, AtenTensorHandle tensor) {
-  return aoti_debug_printer_tensor_computed(action, phase, kernel, arg, node, why, nullptr, role,
+  return aoti_debug_printer_tensor_computed(level, phase, kernel, arg, node, why, nullptr, role,
                                             tensor);
 }
 
-int32_t aoti_debug_printer_tensor_of_node(int32_t action, int32_t phase, const char* kernel,
+int32_t aoti_debug_printer_tensor_of_node(int32_t level, int32_t phase, const char* kernel,
                                           const char* arg, const char* node,
                                           AtenTensorHandle tensor) {
-  return aoti_debug_printer_tensor_held(action, phase, kernel, arg, node, nullptr,
+  return aoti_debug_printer_tensor_held(level, phase, kernel, arg, node, nullptr,
                                         AOTI_DEBUG_PRINTER_ROLE_UNKNOWN, tensor);
 }
 
-int32_t aoti_debug_printer_tensor(int32_t action, int32_t phase, const char* kernel,
-                                  const char* arg, AtenTensorHandle tensor) {
-  return aoti_debug_printer_tensor_of_node(action, phase, kernel, arg, nullptr, tensor);
+int32_t aoti_debug_printer_tensor(int32_t level, int32_t phase, const char* kernel, const char* arg,
+                                  AtenTensorHandle tensor) {
+  return aoti_debug_printer_tensor_of_node(level, phase, kernel, arg, nullptr, tensor);
 }
 
-void aoti_debug_printer_int64(int32_t action, int32_t phase, const char* kernel, const char* arg,
+void aoti_debug_printer_int64(int32_t level, int32_t phase, const char* kernel, const char* arg,
                               int64_t value) {
   if (runtime_level() == Level::Off) return;  // switched off: build nothing
   guarded(__func__, [&] {
-    record_scalar(action, where_now(static_cast<Phase>(phase), or_empty(kernel), or_empty(arg)),
-                  "int64", std::to_string(value));
+    record_scalar(compiled_level(level),
+                  where_now(static_cast<Phase>(phase), or_empty(kernel), or_empty(arg)), "int64",
+                  std::to_string(value));
   });
 }
 
-void aoti_debug_printer_float64(int32_t action, int32_t phase, const char* kernel, const char* arg,
+void aoti_debug_printer_float64(int32_t level, int32_t phase, const char* kernel, const char* arg,
                                 double value) {
   if (runtime_level() == Level::Off) return;  // switched off: build nothing
   guarded(__func__, [&] {
-    record_scalar(action, where_now(static_cast<Phase>(phase), or_empty(kernel), or_empty(arg)),
-                  "float64", float_text(value));
+    record_scalar(compiled_level(level),
+                  where_now(static_cast<Phase>(phase), or_empty(kernel), or_empty(arg)), "float64",
+                  float_text(value));
   });
 }
 
-void aoti_debug_printer_bool(int32_t action, int32_t phase, const char* kernel, const char* arg,
+void aoti_debug_printer_bool(int32_t level, int32_t phase, const char* kernel, const char* arg,
                              int32_t value) {
   if (runtime_level() == Level::Off) return;  // switched off: build nothing
   guarded(__func__, [&] {
-    record_scalar(action, where_now(static_cast<Phase>(phase), or_empty(kernel), or_empty(arg)),
-                  "bool", value ? "true" : "false");
+    record_scalar(compiled_level(level),
+                  where_now(static_cast<Phase>(phase), or_empty(kernel), or_empty(arg)), "bool",
+                  value ? "true" : "false");
   });
 }
 
@@ -453,6 +466,7 @@ const aoti_debug_printer_api* aoti_debug_printer_get_api(uint32_t abi_version) {
       &aoti_debug_printer_end_run,
       &aoti_debug_printer_tensor_computed,
       &aoti_debug_printer_compiled_with,
+      &aoti_debug_printer_launch_at_level,
   };
   // One table serves every version we support: it only grew at the end.
   const bool supported = abi_version >= AOTI_DEBUG_PRINTER_OLDEST_ABI_VERSION &&
@@ -464,7 +478,7 @@ void aoti_torch_print_tensor_handle(AtenTensorHandle self, const char* msg) {
   guarded(__func__, [&] {
     Where w;
     w.label = or_empty(msg);
-    record_tensor(AOTI_DEBUG_PRINTER_PRINT, w, tensor_of(self));
+    record_tensor(Level::Print, w, tensor_of(self));
   });
 }
 
@@ -474,7 +488,7 @@ void aoti_torch_save_tensor_handle(AtenTensorHandle self, const char* tensor_nam
     // Upstream's own label, outside our launch events.
     Where w = where_now(Phase::Upstream, or_empty(kernel_name), or_empty(tensor_name));
     w.label = or_empty(launch_prefix);
-    record_tensor(AOTI_DEBUG_PRINTER_SAVE, w, tensor_of(self));
+    record_tensor(Level::Save, w, tensor_of(self));
   });
 }
 

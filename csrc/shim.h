@@ -3,6 +3,7 @@
 #pragma once
 
 #include "record.h"
+#include "settings.h"
 
 #include <ATen/core/Tensor.h>
 
@@ -17,10 +18,11 @@ void end_run();
 // The digest of the Inductor config this thread's run's program was compiled
 // with: its environment record says it.
 void compiled_with(const std::string& inductor_config);
-// `flags`: AOTI_DEBUG_PRINTER_ANNOUNCE, AOTI_DEBUG_PRINTER_SYNC_BY_DEFAULT.
-// Returns "" or, when the check after a kernel found a CUDA error (already
-// reported on the output), a message that names the kernel.
-std::string launch(Phase phase, const std::string& kernel, int32_t flags);
+// A launch event of a model compiled at `compiled`; `flags`:
+// AOTI_DEBUG_PRINTER_ANNOUNCE, _UNSELECTED, _WRITES_UNSEEN. Returns "" or,
+// when the check after a kernel found a CUDA error (already reported on the
+// output), a message that names the kernel.
+std::string launch(Level compiled, Phase phase, const std::string& kernel, int32_t flags);
 
 // The Where of a record taken now on this thread.
 Where where_now(Phase phase, const std::string& kernel, const std::string& arg);
@@ -33,9 +35,11 @@ struct Stop {
   std::string message;
 };
 
-// `t == nullptr` stands for a null handle. `action` is AOTI_DEBUG_PRINTER_SAVE,
-// _PRINT or _WATCH. Save failures are reported, never thrown.
-Stop record_tensor(int32_t action, const Where& where, const at::Tensor* t);
-void record_scalar(int32_t action, const Where& where, const char* type, const std::string& value);
+// A record of a model compiled at `compiled`, which the run-time level
+// turns into a save, a print or nothing (settings.h: action_at). `t ==
+// nullptr` stands for a null handle. Save failures are reported, never
+// thrown.
+Stop record_tensor(Level compiled, const Where& where, const at::Tensor* t);
+void record_scalar(Level compiled, const Where& where, const char* type, const std::string& value);
 
 }  // namespace aoti_debug_printer

@@ -34,7 +34,7 @@ def torch_has_the_hooks() -> bool:
     """Whether the installed torch was built with patches/ (it has Inductor's
     debug-printer hooks): `AOTI_DEBUG_PRINTER_PATCHED=1 bash scripts/test.sh`
     runs the suite on one."""
-    from aoti_debug_printer import _install
+    from aoti_debug_printer.inductor import install as _install
 
     return importlib.util.find_spec(_install._HOOKS_MODULE) is not None
 
@@ -45,7 +45,7 @@ def _no_method_wrap_where_the_hooks_are_required():
     leaves a wrapped Inductor method, or Inductor without our hooks, behind
     for the tests after it."""
     yield
-    from aoti_debug_printer import _install
+    from aoti_debug_printer.inductor import install as _install
 
     if _install._hooks_wanted() == "require":
         assert not _install._originals, f"left wrapped: {sorted(_install._originals)}"
@@ -58,7 +58,7 @@ def stock_way_in(monkeypatch):
     """The stock way into Inductor, method wraps, for one test on any torch
     (AOTI_DEBUG_PRINTER_HOOKS=0); afterwards the package is installed again
     the way this torch takes."""
-    from aoti_debug_printer import _install
+    from aoti_debug_printer.inductor import install as _install
 
     monkeypatch.setenv("AOTI_DEBUG_PRINTER_HOOKS", "0")
     yield

@@ -18,9 +18,8 @@ from testmodels import findings
 from testmodels.findings import compile_and_dump
 
 import aoti_debug_printer
-from aoti_debug_printer._compare import format_comparison
-from aoti_debug_printer._dumps import load_dump
-from aoti_debug_printer._records import Role
+from aoti_debug_printer import format_comparison, load_dump
+from aoti_debug_printer.records import Role
 
 pytestmark = pytest.mark.slow
 

@@ -21,10 +21,8 @@ from testmodels import findings
 from testmodels.findings import compile_and_dump
 
 import aoti_debug_printer
-from aoti_debug_printer._compare import format_comparison
-from aoti_debug_printer._diverge import format_divergence
-from aoti_debug_printer._dumps import load_dump
-from aoti_debug_printer._records import Phase, Reason, Role
+from aoti_debug_printer import format_comparison, format_divergence, load_dump
+from aoti_debug_printer.records import Phase, Reason, Role
 
 pytestmark = pytest.mark.slow
 

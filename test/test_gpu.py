@@ -20,7 +20,7 @@ import torch
 from conftest import wrapper_source
 
 import aoti_debug_printer
-from aoti_debug_printer._options import shim
+from aoti_debug_printer import _C
 
 pytestmark = pytest.mark.gpu
 HERE = Path(__file__).resolve().parent
@@ -151,15 +151,15 @@ def test_device_stats_equal_host_stats(dtype, layout):
         t = t[5:6].expand(4000)  # zero stride
     elif layout == "scalar":
         t = t[11].clone()
-    assert shim().has_device_stats(t)
-    on_device = shim().stats(t, "device", fingerprint=True)
+    assert _C.has_device_stats(t)
+    on_device = _C.stats(t, "device", fingerprint=True)
     assert_same_stats(on_device, aoti_debug_printer.stats(t.cpu(), on="host"))
     # The write guard's fingerprint from the same pass is the CPU's, for the
     # same view of the same bytes (positions count from the first element).
     same_layout = torch.empty(0, dtype=t.dtype).set_(
         t.untyped_storage().cpu(), t.storage_offset(), t.size(), t.stride()
     )
-    assert on_device["fingerprint"] == shim().fingerprint(same_layout) == shim().fingerprint(t)
+    assert on_device["fingerprint"] == _C.fingerprint(same_layout) == _C.fingerprint(t)
 
 
 def test_device_stats_of_empty_and_huge_strided_tensors():
@@ -205,7 +205,7 @@ def test_small_cuda_tensor_record_carries_values(records):
     from aoti_debug_printer import _C
 
     t = torch.tensor([[1.5, -2.0], [float("nan"), 4.0]], device="cuda", dtype=torch.bfloat16)
-    _C.record(_C.PRINT, _C.BEFORE_LAUNCH, "k", "x", t)
+    _C.record(_C.LEVEL_PRINT, _C.BEFORE_LAUNCH, "k", "x", t)
     (r,) = records()
     assert r["device"] == "cuda:0" and r["dtype"] == "bfloat16"
     assert r["values"] == ["1.5", "-2", "nan", "4"]
@@ -366,10 +366,10 @@ def test_queued_records_fill_the_ring_change_streams_and_keep_their_order(record
             if i % 1000 == 999:
                 side.wait_stream(torch.cuda.current_stream())
                 with torch.cuda.stream(side):
-                    _C.record(_C.PRINT, _C.AFTER_LAUNCH, "k", f"t{i}", t)
+                    _C.record(_C.LEVEL_PRINT, _C.AFTER_LAUNCH, "k", f"t{i}", t)
                 torch.cuda.current_stream().wait_stream(side)
             else:
-                _C.record(_C.PRINT, _C.AFTER_LAUNCH, "k", f"t{i}", t)
+                _C.record(_C.LEVEL_PRINT, _C.AFTER_LAUNCH, "k", f"t{i}", t)
             del t  # its memory goes to the next randn, after the record's kernels
     finally:
         _C.end_run()
@@ -399,7 +399,7 @@ def test_a_queued_record_does_not_keep_its_tensor_alive(records):
         for name in ("dense", "strided"):
             t = torch.randn(1024, 1024, device="cuda")
             view = t if name == "dense" else t[:, ::2]
-            _C.record(_C.PRINT, _C.AFTER_LAUNCH, "k", name, view)
+            _C.record(_C.LEVEL_PRINT, _C.AFTER_LAUNCH, "k", name, view)
             del t, view
             assert torch.cuda.memory_allocated() == before, name
     finally:

@@ -16,8 +16,8 @@ import pytest
 from conftest import ROOT, SITE_PACKAGES, fx_graph_cache_counts, torch_has_the_hooks
 from test_install import CACHED_COMPILE
 
-from aoti_debug_printer._dumps import load_dump
-from aoti_debug_printer._install import _HOOKS_MODULE as HOOKS_MODULE
+from aoti_debug_printer import load_dump
+from aoti_debug_printer.inductor.install import _HOOKS_MODULE as HOOKS_MODULE
 
 pytestmark = pytest.mark.slow
 
@@ -57,7 +57,7 @@ CHILD = (
     + """
 import torch
 import aoti_debug_printer
-from aoti_debug_printer import _install
+from aoti_debug_printer.inductor import install as _install
 from testmodels import small
 
 model, inputs = small.build("custom_op")
@@ -154,7 +154,7 @@ def test_the_hooks_set_are_taken_out_by_uninstall(trees):
     """uninstall() gives Inductor back its own printer on a patched torch too."""
     code = OVERLAY + (
         "import torch, torch._inductor.debug_printer_hooks as hooks\n"
-        "from aoti_debug_printer import _install\n"
+        "from aoti_debug_printer.inductor import install as _install\n"
         "_install.install(); import torch._inductor.codegen.wrapper\n"
         "print(hooks.get_hooks() is _install._HOOKS, end=' ')\n"
         "_install.uninstall(); print(hooks.get_hooks() is None)\n"

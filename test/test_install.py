@@ -8,7 +8,6 @@ import re
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -70,7 +69,7 @@ def test_install_and_uninstall_swap_the_manager(stock_way_in):
     """The stock way in (on a torch with patches/, test_hooks covers the hooks)."""
     from torch._inductor.codegen import debug_utils, wrapper
 
-    from aoti_debug_printer._codegen import DebugPrinterManager
+    from aoti_debug_printer.inductor.codegen import DebugPrinterManager
 
     aoti_debug_printer.install()
     assert wrapper.DebugPrinterManager is DebugPrinterManager
@@ -120,7 +119,7 @@ def test_unchanged_script_at_level_2(tmp_path):
 def test_missing_hook_point_names_the_torch_version(stock_way_in):
     from types import ModuleType
 
-    from aoti_debug_printer import _install
+    from aoti_debug_printer.inductor import install as _install
 
     stranger = ModuleType("torch._inductor.codegen.debug_utils")  # no DebugPrinterManager
     with pytest.raises(_install.HookPointMissing, match=re.escape(torch.__version__)) as e:
@@ -135,12 +134,12 @@ def test_missing_hook_point_names_the_torch_version(stock_way_in):
 def test_the_cache_tag_follows_what_generates_the_code(tmp_path):
     """Inductor serves cached code for an unchanged graph: after an upgrade
     of this package that code must not be the old version's."""
-    from aoti_debug_printer import _install
+    from aoti_debug_printer.inductor import install as _install
 
-    installed = Path(_install.__file__).parent
+    installed = _install.PACKAGE_DIR
     copy = tmp_path / "aoti_debug_printer"
-    copy.mkdir()
     for name in _install.GENERATOR_FILES:
+        (copy / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(installed / name, copy / name)
     first = _install.cache_tag(copy)
     assert _install.cache_tag(copy) == first
@@ -210,7 +209,7 @@ def test_a_moved_hook_point_is_left_alone_and_says_what_is_lost(caplog, stock_wa
     import logging
     from types import ModuleType
 
-    from aoti_debug_printer import _install
+    from aoti_debug_printer.inductor import install as _install
 
     class CppWrapperCpu:  # as a future torch might have it
         def generate_fallback_kernel_with_runtime_lookup_aot(self, op, raw_args, outputs):
@@ -241,7 +240,7 @@ def test_hooks_required_refuse_every_wrap_and_a_torch_without_them(monkeypatch):
     wrap, or a torch without the hooks, stops with one line naming it."""
     from types import ModuleType
 
-    from aoti_debug_printer import _install
+    from aoti_debug_printer.inductor import install as _install
 
     monkeypatch.setenv("AOTI_DEBUG_PRINTER_HOOKS", "require")
 

@@ -19,8 +19,8 @@ import torch
 from testmodels import findings, small
 
 import aoti_debug_printer
+from aoti_debug_printer import load_dump
 from aoti_debug_printer._cli import main as cli
-from aoti_debug_printer._dumps import load_dump
 
 pytestmark = pytest.mark.slow
 

@@ -15,9 +15,8 @@ import pytest
 import torch
 
 import aoti_debug_printer
-from aoti_debug_printer import _C
-from aoti_debug_printer._dumps import load_dump
-from aoti_debug_printer._records import (
+from aoti_debug_printer import _C, load_dump
+from aoti_debug_printer.records import (
     RECORD_SCHEMA,
     EnvironmentRecord,
     GuardKind,
@@ -38,17 +37,17 @@ KERNEL = "cpp_fused_0"
 def one_run_of_every_kind(level_1: bool, trap: bool) -> None:
     """A run with a model input, a kernel's tensors and scalar, and (with
     `trap`) the trap's record: saved (level 1) or printed (level 2)."""
-    action = _C.SAVE if level_1 else _C.PRINT
+    level = _C.LEVEL_SAVE if level_1 else _C.LEVEL_PRINT
     announce = 0 if level_1 else _C.ANNOUNCE  # launch records, as at level 3
     _C.begin_run()
-    _C.record(action, _C.MODEL_INPUT, "", "arg0_1", torch.ones(3), why=Reason.MODEL_INPUT.why())
-    _C.launch(_C.BEFORE_LAUNCH, KERNEL, announce)
-    _C.record(action, _C.BEFORE_LAUNCH, KERNEL, "in_ptr0", torch.ones(3), role=_C.ROLE_READ)
-    _C.record(action, _C.BEFORE_LAUNCH, KERNEL, "ks0", 3)
-    _C.launch(_C.AFTER_LAUNCH, KERNEL, announce)
+    _C.record(level, _C.MODEL_INPUT, "", "arg0_1", torch.ones(3), why=Reason.MODEL_INPUT.why())
+    _C.launch(level, _C.BEFORE_LAUNCH, KERNEL, announce)
+    _C.record(level, _C.BEFORE_LAUNCH, KERNEL, "in_ptr0", torch.ones(3), role=_C.ROLE_READ)
+    _C.record(level, _C.BEFORE_LAUNCH, KERNEL, "ks0", 3)
+    _C.launch(level, _C.AFTER_LAUNCH, KERNEL, announce)
     out = torch.tensor([1.0, float("nan"), 2.0]) if trap else torch.zeros(3)
     try:
-        _C.record(action, _C.AFTER_LAUNCH, KERNEL, "out_ptr0", out, node="relu", role=_C.ROLE_WRITE)
+        _C.record(level, _C.AFTER_LAUNCH, KERNEL, "out_ptr0", out, node="relu", role=_C.ROLE_WRITE)
     except RuntimeError:
         assert trap
     _C.end_run()
@@ -76,8 +75,11 @@ def test_reading_a_dump_needs_neither_torch_nor_the_library(dump):
     (a report, a comparison's first pass) starts without loading torch."""
     assert RECORD_SCHEMA == _C.RECORD_SCHEMA
     code = (
-        "import sys; from aoti_debug_printer._dumps import load_dump; "
+        "import sys, json, aoti_debug_printer.records as records; "
+        "from aoti_debug_printer import load_dump; "
         f"d = load_dump({str(dump)!r}); assert d.records; "
+        f"lines = open({str(dump / 'manifest.jsonl')!r}).read().splitlines(); "
+        "assert all(records.parse(json.loads(line)) for line in lines); "
         "print(sorted(m for m in ('torch', 'aoti_debug_printer._C') if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -166,12 +168,12 @@ def test_a_guard_record_reads_back_typed(tmp_path):
     t = torch.ones(4)
     with aoti_debug_printer.options(dump_dir=tmp_path, guard=1):
         _C.begin_run()
-        _C.launch(_C.BEFORE_LAUNCH, KERNEL, 0)
-        _C.record(_C.SAVE, _C.BEFORE_LAUNCH, KERNEL, "in_ptr0", t, role=_C.ROLE_READ)
-        _C.launch(_C.AFTER_LAUNCH, KERNEL, 0)
+        _C.launch(_C.LEVEL_SAVE, _C.BEFORE_LAUNCH, KERNEL, 0)
+        _C.record(_C.LEVEL_SAVE, _C.BEFORE_LAUNCH, KERNEL, "in_ptr0", t, role=_C.ROLE_READ)
+        _C.launch(_C.LEVEL_SAVE, _C.AFTER_LAUNCH, KERNEL, 0)
         t[2] = 5.0  # the kernel wrote an argument it only reads
         with pytest.raises(RuntimeError, match="changed in_ptr0"):
-            _C.record(_C.SAVE, _C.AFTER_LAUNCH, KERNEL, "in_ptr0", t, role=_C.ROLE_READ)
+            _C.record(_C.LEVEL_SAVE, _C.AFTER_LAUNCH, KERNEL, "in_ptr0", t, role=_C.ROLE_READ)
         _C.end_run()
     (guard,) = load_dump(tmp_path).findings()
     assert isinstance(guard, GuardRecord)

@@ -6,19 +6,22 @@ import json
 import math
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import torch
 
 import aoti_debug_printer
-from aoti_debug_printer import _C
-from aoti_debug_printer._dumps import load_dump
+from aoti_debug_printer import _C, load_dump
+
+ROOT = Path(__file__).resolve().parents[1]
 
 FLOAT8 = [
     getattr(torch, n)
@@ -172,9 +175,9 @@ def test_fingerprint_of_what_has_no_statistics_is_none():
 
 def test_record_of_every_python_value(records):
     _C.begin_run()
-    _C.launch(_C.BEFORE_LAUNCH, "k", False)
+    _C.launch(_C.LEVEL_PRINT, _C.BEFORE_LAUNCH, "k", 0)
     for arg, value in [("t", torch.ones(2)), ("i", 3), ("f", 0.25), ("b", True), ("n", None)]:
-        _C.record(_C.PRINT, _C.BEFORE_LAUNCH, "k", arg, value)
+        _C.record(_C.LEVEL_PRINT, _C.BEFORE_LAUNCH, "k", arg, value)
     recs = {r["arg"]: r for r in records()}
     assert recs["t"]["event"] == "tensor" and recs["t"]["values"] == ["1", "1"]
     assert (recs["i"]["type"], recs["i"]["value"]) == ("int64", "3")
@@ -187,7 +190,7 @@ def test_record_of_every_python_value(records):
     "kernel,arg", [("../../escape", "../x"), ("a/b\\c:d", "\x00\n*?"), ("." * 300, "")]
 )
 def test_hostile_names_stay_in_the_dump_dir(dump_dir, kernel, arg):
-    _C.record(_C.SAVE, _C.AFTER_LAUNCH, kernel, arg, torch.arange(3))
+    _C.record(_C.LEVEL_SAVE, _C.AFTER_LAUNCH, kernel, arg, torch.arange(3))
     files = [p for p in dump_dir.parent.rglob("*") if p.is_file()]
     assert {p.parent for p in files} == {dump_dir}
     saved = [p for p in files if p.suffix == ".pt"]
@@ -206,7 +209,7 @@ def test_saved_views_round_trip(dump_dir):
         ("bf16", base.to(torch.bfloat16)),
         ("e", torch.empty(0, 2)),
     ]:
-        _C.record(_C.SAVE, _C.BEFORE_LAUNCH, "k", arg, view)
+        _C.record(_C.LEVEL_SAVE, _C.BEFORE_LAUNCH, "k", arg, view)
         entry = json.loads((dump_dir / "manifest.jsonl").read_text().splitlines()[-1])
         back = torch.load(dump_dir / entry["file"], weights_only=True)
         assert back.dtype == view.dtype and back.shape == view.shape
@@ -234,7 +237,7 @@ def test_every_dtype_saves_for_torch_load(dump_dir, dtype):
         ("scalar", base[1, 1]),
         ("empty", base[:0]),
     ]:
-        _C.record(_C.SAVE, _C.AFTER_LAUNCH, "k", arg, view)
+        _C.record(_C.LEVEL_SAVE, _C.AFTER_LAUNCH, "k", arg, view)
         entry = json.loads((dump_dir / "manifest.jsonl").read_text().splitlines()[-1])
         back = torch.load(dump_dir / entry["file"], weights_only=True)
         assert (back.dtype, back.shape, back.device.type) == (dtype, view.shape, "cpu"), arg
@@ -264,7 +267,7 @@ def test_option_values_are_read_one_way():
     """Switches take the usual spellings in any case (Python's True too),
     surrounding whitespace is dropped for every option, and a NUL is an
     error, never a value cut short (output="x\\0.evil" would write to x)."""
-    from aoti_debug_printer._autoload import OFF, ON
+    from aoti_debug_printer.inductor.install import OFF, ON
 
     with aoti_debug_printer.options():
         for spelling in sorted(ON | OFF):
@@ -302,8 +305,8 @@ def test_threads_write_whole_records(records):
         _C.begin_run()
         t = torch.full((8,), float(i))
         for _ in range(50):
-            _C.launch(_C.BEFORE_LAUNCH, "k", False)
-            _C.record(_C.PRINT, _C.BEFORE_LAUNCH, "k", f"t{i}", t)
+            _C.launch(_C.LEVEL_PRINT, _C.BEFORE_LAUNCH, "k", 0)
+            _C.record(_C.LEVEL_PRINT, _C.BEFORE_LAUNCH, "k", f"t{i}", t)
 
     threads = [threading.Thread(target=work, args=(i,)) for i in range(6)]
     for t in threads:
@@ -318,26 +321,49 @@ def test_threads_write_whole_records(records):
         assert all(r["values"] == [str(i)] * 8 for r in mine)
 
 
-def test_the_codegen_uses_the_headers_enum_values():
-    """The codegen writes these numbers into generated code; the header
-    (exported by _C) defines them."""
-    from aoti_debug_printer import _codegen, _provenance
+def test_the_headers_codes_are_mirrored_once_and_used_by_the_codegen():
+    """The C header defines every code generated code passes (the compiled
+    level among them, as itself); _C exports them, _C.pyi mirrors them, and
+    the codegen writes _C's numbers."""
+    from aoti_debug_printer.inductor import codegen as _codegen
+    from aoti_debug_printer.inductor import provenance as _provenance
 
+    header = (ROOT / "csrc/include/aoti_debug_printer.h").read_text()
+    defined = {
+        name: int(value)
+        for name, value in re.findall(r"^\s*AOTI_DEBUG_PRINTER_(\w+) =\s*(\d+),", header, re.M)
+    }
+    for name in ("ABI_VERSION", "RECORD_SCHEMA"):
+        defined[name] = int(re.search(rf"#define AOTI_DEBUG_PRINTER_{name} (\d+)", header)[1])
+    stub = (ROOT / "python/aoti_debug_printer/_C.pyi").read_text()
+    mirrored = {name: int(v) for name, v in re.findall(r"^(\w+): Literal\[(\d+)\]", stub, re.M)}
+    exported = {name for name in dir(_C) if name.isupper()}
+    # STOPPED_BY_* are return codes of the C functions, not passed by Python.
+    assert exported == set(mirrored) == set(defined) - {"STOPPED_BY_TRAP", "STOPPED_BY_GUARD"}
+    for name in exported:
+        assert getattr(_C, name) == mirrored[name] == defined[name], name
     for name in (
-        "SAVE",
-        "PRINT",
-        "WATCH",
+        "LEVEL_SAVE",
+        "LEVEL_PRINT",
+        "LEVEL_KERNEL_NAMES",
         "BEFORE_LAUNCH",
         "AFTER_LAUNCH",
         "MODEL_INPUT",
         "ANNOUNCE",
-        "SYNC_BY_DEFAULT",
         "UNSELECTED",
         "WRITES_UNSEEN",
     ):
         assert getattr(_codegen, name) == getattr(_C, name), name
     for name in ("ROLE_UNKNOWN", "ROLE_READ", "ROLE_WRITE", "ROLE_READ_WRITE", "ROLE_ACCUMULATE"):
         assert getattr(_provenance, name) == getattr(_C, name), name
+    # Upstream's levels, as the codegen names them, are the header's.
+    levels = _codegen.IntermediateValueDebuggingLevel
+    assert [levels(str(n)).code for n in range(4)] == [
+        None,
+        _C.LEVEL_SAVE,
+        _C.LEVEL_PRINT,
+        _C.LEVEL_KERNEL_NAMES,
+    ]
 
 
 # A process that saves 16 MiB snapshots into argv[1] until it is killed.
@@ -348,8 +374,8 @@ with aoti_debug_printer.options(dump_dir=sys.argv[1]):
     _C.begin_run()
     print("saving", flush=True)
     for i in range(int(sys.argv[2]) if len(sys.argv) > 2 else 10**9):
-        _C.launch(_C.AFTER_LAUNCH, f"k{i}", False)
-        _C.record(_C.SAVE, _C.AFTER_LAUNCH, f"k{i}", "x", torch.full((4 << 20,), float(i)))
+        _C.launch(_C.LEVEL_SAVE, _C.AFTER_LAUNCH, f"k{i}", 0)
+        _C.record(_C.LEVEL_SAVE, _C.AFTER_LAUNCH, f"k{i}", "x", torch.full((4 << 20,), float(i)))
 """
 
 
@@ -413,7 +439,7 @@ rm "$1/filler"
 python -c "$2" "$1/dump" 5
 python -c "
 import sys, json
-from aoti_debug_printer._dumps import load_dump
+from aoti_debug_printer import load_dump
 d = load_dump(sys.argv[1])
 print(json.dumps({'records': len(d.records), 'skipped': d.skipped,
                   'loaded': sum(r.load().numel() == 4 << 20 for r in d.records)}))
@@ -473,15 +499,15 @@ FILTER_CONFORMANCE = [
 
 @pytest.mark.parametrize(("spec", "kernel", "selected"), FILTER_CONFORMANCE)
 def test_one_kernel_filter_grammar_at_compile_and_at_run_time(spec, kernel, selected, records):
-    from aoti_debug_printer._filter import KernelFilter
+    from aoti_debug_printer.inductor.filter import KernelFilter
 
     # Compile time: the codegen's filter.
     assert KernelFilter.parse(spec)(kernel) is selected
     # Run time: a record of that kernel is written or not.
     with aoti_debug_printer.options(kernels=spec):
         _C.begin_run()
-        _C.launch(_C.BEFORE_LAUNCH, kernel, 0)
-        _C.record(_C.PRINT, _C.BEFORE_LAUNCH, kernel, "x", torch.ones(2))
-        _C.launch(_C.AFTER_LAUNCH, kernel, 0)
+        _C.launch(_C.LEVEL_PRINT, _C.BEFORE_LAUNCH, kernel, 0)
+        _C.record(_C.LEVEL_PRINT, _C.BEFORE_LAUNCH, kernel, "x", torch.ones(2))
+        _C.launch(_C.LEVEL_PRINT, _C.AFTER_LAUNCH, kernel, 0)
         _C.end_run()
     assert bool([r for r in records() if r["event"] == "tensor"]) is selected

@@ -16,7 +16,7 @@ from test_aoti import run
 from testmodels import small
 
 import aoti_debug_printer
-from aoti_debug_printer._records import Phase
+from aoti_debug_printer.records import Phase
 
 pytestmark = pytest.mark.slow
 

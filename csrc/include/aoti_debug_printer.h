@@ -20,15 +20,16 @@
 // 3 added tensor_held (roles and the reason a tensor has no node); 4 runs
 // that end (begin_run_with_end, end_run); 5 tensor_computed (the formula of
 // a value no single node holds) and compiled_with (the Inductor config of
-// the run's program). Tables only grow at the end, and
+// the run's program); 6 launch_at_level (the compiled level, as itself, on
+// launch events too). Tables only grow at the end, and
 // `size` says how much of one a caller may use, so packages compiled
 // against an older header keep loading.
-#define AOTI_DEBUG_PRINTER_ABI_VERSION 5
+#define AOTI_DEBUG_PRINTER_ABI_VERSION 6
 #define AOTI_DEBUG_PRINTER_OLDEST_ABI_VERSION 2
 // The version of the records' JSON: every record carries it as "schema" (the
 // fields are in docs/output.md). Readers refuse a newer one. 2: upstream's
 // records have phase "upstream" and their message in "label"; "why" is a
-// reason code (aoti_debug_printer/_records.py), its detail after a colon.
+// reason code (aoti_debug_printer/records.py), its detail after a colon.
 // 3: role "accumulate", and a value changed in place carries the node it
 // holds once changed.
 #define AOTI_DEBUG_PRINTER_RECORD_SCHEMA 3
@@ -37,21 +38,23 @@
 extern "C" {
 #endif
 
-// What a tensor or scalar record does. SAVE and PRINT match the printer
-// levels; WATCH only notes a tensor argument for the CUDA error check (level 3).
+// The printer level a model was compiled at, as
+// AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER numbers it. Generated code
+// passes it, as itself, to every record and launch event (`level`); what a
+// record does then (save, print, or at level 3 note a tensor argument for
+// the CUDA error check) the shim decides from it and the run-time level
+// (AOTI_DEBUG_PRINTER_LEVEL).
 enum {
-  AOTI_DEBUG_PRINTER_SAVE = 1,
-  AOTI_DEBUG_PRINTER_PRINT = 2,
-  AOTI_DEBUG_PRINTER_WATCH = 3,
+  AOTI_DEBUG_PRINTER_LEVEL_SAVE = 1,
+  AOTI_DEBUG_PRINTER_LEVEL_PRINT = 2,
+  AOTI_DEBUG_PRINTER_LEVEL_KERNEL_NAMES = 3,
 };
 
-// Flags of a launch event.
+// Flags of a launch event. 2 is taken: packages compiled against ABI 5 or
+// older pass their level 3 there, through aoti_debug_printer_launch.
 enum {
   // Print the event (level 3, kernels the filter selects).
   AOTI_DEBUG_PRINTER_ANNOUNCE = 1,
-  // The model was compiled at level 3: with the sync setting at "auto",
-  // wait for the GPU after every kernel and check CUDA's error state.
-  AOTI_DEBUG_PRINTER_SYNC_BY_DEFAULT = 2,
   // The compile-time filter did not select this kernel: it has no records,
   // and the run-time filter cannot select it.
   AOTI_DEBUG_PRINTER_UNSELECTED = 4,
@@ -99,33 +102,39 @@ void aoti_debug_printer_begin_run(void);
 // before it returns, and a thread's exit writes what is left.
 void aoti_debug_printer_begin_run_with_end(void);
 void aoti_debug_printer_end_run(void);
-// Marks a kernel launch. BEFORE_LAUNCH advances this thread's launch index
-// and the kernel's call index. While the sync setting applies, AFTER_LAUNCH
-// waits for the GPU and checks CUDA's error state: on an error it writes a
-// record that names this kernel and returns nonzero, and the caller must
-// stop the run (the CUDA context is lost).
+// Marks a kernel launch of a model compiled at `level`. BEFORE_LAUNCH
+// advances this thread's launch index and the kernel's call index. While
+// the sync setting applies (with "auto": a model compiled at level 3),
+// AFTER_LAUNCH waits for the GPU and checks CUDA's error state: on an error
+// it writes a record that names this kernel and returns nonzero, and the
+// caller must stop the run (the CUDA context is lost).
+int32_t aoti_debug_printer_launch_at_level(int32_t level, int32_t phase, const char* kernel,
+                                           int32_t flags);
+// The same for packages compiled against ABI 5 or older: level 3 as flag 2,
+// else level 2.
 int32_t aoti_debug_printer_launch(int32_t phase, const char* kernel, int32_t flags);
-// One tensor argument: print a record or save a snapshot. Returns nonzero
+// One tensor argument of a model compiled at `level`: print a record or
+// save a snapshot, as the run-time level says. Returns nonzero
 // (AOTI_DEBUG_PRINTER_STOPPED_BY_*) when the NaN/Inf trap or the write guard
 // fired (reported already); the caller must stop.
-int32_t aoti_debug_printer_tensor(int32_t action, int32_t phase, const char* kernel,
-                                  const char* arg, AtenTensorHandle tensor);
+int32_t aoti_debug_printer_tensor(int32_t level, int32_t phase, const char* kernel, const char* arg,
+                                  AtenTensorHandle tensor);
 // The same, naming the node of the exported program whose value the tensor
 // holds (its provenance), which `aoti-debug diverge` matches against eager.
-int32_t aoti_debug_printer_tensor_of_node(int32_t action, int32_t phase, const char* kernel,
+int32_t aoti_debug_printer_tensor_of_node(int32_t level, int32_t phase, const char* kernel,
                                           const char* arg, const char* node,
                                           AtenTensorHandle tensor);
 // The same with everything the code generator knows of the argument: its
 // role, and either the node whose value it holds or (`why`) the reason it
 // holds no single node's value. Empty strings stand for "not known".
-int32_t aoti_debug_printer_tensor_held(int32_t action, int32_t phase, const char* kernel,
+int32_t aoti_debug_printer_tensor_held(int32_t level, int32_t phase, const char* kernel,
                                        const char* arg, const char* node, const char* why,
                                        int32_t role, AtenTensorHandle tensor);
 // The same, with `formula`: how the value the tensor holds is computed from
 // values the exported program names, where it holds no single node's value
-// (JSON: its steps and which one it is, see aoti_debug_printer/_provenance.py).
+// (JSON: its steps and which one it is, see aoti_debug_printer/inductor/provenance.py).
 // Empty when not known.
-int32_t aoti_debug_printer_tensor_computed(int32_t action, int32_t phase, const char* kernel,
+int32_t aoti_debug_printer_tensor_computed(int32_t level, int32_t phase, const char* kernel,
                                            const char* arg, const char* node, const char* why,
                                            const char* formula, int32_t role,
                                            AtenTensorHandle tensor);
@@ -133,11 +142,11 @@ int32_t aoti_debug_printer_tensor_computed(int32_t action, int32_t phase, const 
 // recorded in the run's environment record; called after begin_run.
 void aoti_debug_printer_compiled_with(const char* inductor_config);
 // Scalar and SymInt arguments, each in its own type's format.
-void aoti_debug_printer_int64(int32_t action, int32_t phase, const char* kernel, const char* arg,
+void aoti_debug_printer_int64(int32_t level, int32_t phase, const char* kernel, const char* arg,
                               int64_t value);
-void aoti_debug_printer_float64(int32_t action, int32_t phase, const char* kernel, const char* arg,
+void aoti_debug_printer_float64(int32_t level, int32_t phase, const char* kernel, const char* arg,
                                 double value);
-void aoti_debug_printer_bool(int32_t action, int32_t phase, const char* kernel, const char* arg,
+void aoti_debug_printer_bool(int32_t level, int32_t phase, const char* kernel, const char* arg,
                              int32_t value);
 // Run-time settings; see docs/usage.md ("Switches"). Returns 0 on success, nonzero
 // with a message on the output for an unknown key or a bad value.
@@ -165,6 +174,8 @@ typedef struct aoti_debug_printer_api {
   int32_t (*tensor_computed)(int32_t, int32_t, const char*, const char*, const char*, const char*,
                              const char*, int32_t, AtenTensorHandle);
   void (*compiled_with)(const char*);
+  // ABI 6.
+  int32_t (*launch_at_level)(int32_t, int32_t, const char*, int32_t);
 } aoti_debug_printer_api;
 
 // Returns the table, or NULL when the caller wants an ABI we do not have
@@ -262,11 +273,20 @@ class Run {
   const aoti_debug_printer_api* api_;
 };
 
-// A launch event; throws when the check after a kernel found a CUDA error,
-// which ends the model's run with an error that names the kernel.
-inline void launch(const aoti_debug_printer_api* api, int32_t phase, const char* kernel,
-                   int32_t flags) {
-  if (api && api->launch(phase, kernel, flags) != 0) {
+// A launch event of a model compiled at `level`; throws when the check
+// after a kernel found a CUDA error, which ends the model's run with an
+// error that names the kernel. A library older than this header takes the
+// level as it did (3 as flag 2).
+inline void launch(const aoti_debug_printer_api* api, int32_t level, int32_t phase,
+                   const char* kernel, int32_t flags) {
+  if (!api) return;
+  const bool takes_level =
+      api->size >= offsetof(aoti_debug_printer_api, launch_at_level) + sizeof(api->launch_at_level);
+  const int32_t failed =
+      takes_level ? api->launch_at_level(level, phase, kernel, flags)
+                  : api->launch(phase, kernel,
+                                flags | (level == AOTI_DEBUG_PRINTER_LEVEL_KERNEL_NAMES ? 2 : 0));
+  if (failed != 0) {
     throw std::runtime_error(std::string("aoti-debug-printer: CUDA error at kernel ") + kernel +
                              "; its record is above");
   }
@@ -277,7 +297,7 @@ inline void launch(const aoti_debug_printer_api* api, int32_t phase, const char*
 // `node`, `why`, `role` and `formula`: what the code generator knows of a
 // tensor argument (see aoti_debug_printer_tensor_computed).
 template <typename T>
-inline void value(const aoti_debug_printer_api* api, int32_t action, int32_t phase,
+inline void value(const aoti_debug_printer_api* api, int32_t level, int32_t phase,
                   const char* kernel, const char* arg, const T& v, const char* node = "",
                   const char* why = "", int32_t role = AOTI_DEBUG_PRINTER_ROLE_UNKNOWN,
                   const char* formula = "") {
@@ -289,10 +309,10 @@ inline void value(const aoti_debug_printer_api* api, int32_t action, int32_t pha
     auto has = [api](size_t offset, size_t size) { return api->size >= offset + size; };
     const int32_t stop =
         has(offsetof(aoti_debug_printer_api, tensor_computed), sizeof(api->tensor_computed))
-            ? api->tensor_computed(action, phase, kernel, arg, node, why, formula, role, h)
+            ? api->tensor_computed(level, phase, kernel, arg, node, why, formula, role, h)
         : has(offsetof(aoti_debug_printer_api, tensor_held), sizeof(api->tensor_held))
-            ? api->tensor_held(action, phase, kernel, arg, node, why, role, h)
-            : api->tensor_of_node(action, phase, kernel, arg, node, h);
+            ? api->tensor_held(level, phase, kernel, arg, node, why, role, h)
+            : api->tensor_of_node(level, phase, kernel, arg, node, h);
     if (stop != 0) {
       throw std::runtime_error(
           std::string("aoti-debug-printer: ") +
@@ -300,11 +320,11 @@ inline void value(const aoti_debug_printer_api* api, int32_t action, int32_t pha
           (*kernel ? kernel : "model input") + " " + arg + "; its record is above");
     }
   } else if constexpr (std::is_same_v<T, bool>) {
-    api->boolean(action, phase, kernel, arg, v ? 1 : 0);
+    api->boolean(level, phase, kernel, arg, v ? 1 : 0);
   } else if constexpr (std::is_integral_v<T> || std::is_enum_v<T>) {
-    api->int64(action, phase, kernel, arg, static_cast<int64_t>(v));
+    api->int64(level, phase, kernel, arg, static_cast<int64_t>(v));
   } else if constexpr (std::is_floating_point_v<T>) {
-    api->float64(action, phase, kernel, arg, static_cast<double>(v));
+    api->float64(level, phase, kernel, arg, static_cast<double>(v));
   }
   // Any other type (pointers, array refs) has no record; the codegen only
   // passes tensors and scalars, and a model must never fail to build because

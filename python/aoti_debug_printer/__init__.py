@@ -3,7 +3,10 @@
 Installed with pip, it switches itself on through torch's backend
 entry point, so an unchanged script only needs
 AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER=1/2/3. This module is the
-public surface; importing it does not import Inductor or the C++ shim.
+public surface, with `aoti_debug_printer.records` (the record schema and
+its codes); importing either imports neither torch, Inductor nor the C++
+shim. The classes and formatters of the tools' results (`load_dump`,
+`Dump`, `format_divergence`, ...) load on first use.
 
 Run-time options (`set_option`, `options(...)`, or the environment variable
 beside each; `option_table()` lists them with their meanings):
@@ -16,11 +19,30 @@ guard (_GUARD), roles (_ROLES).
 from __future__ import annotations
 
 import contextlib
+import importlib
 from collections.abc import Iterator
 from typing import Any
 
-from ._install import install, is_installed, uninstall
+from ._native import shim
 from ._options import get_option, option_table, options, set_option
+from .inductor.install import install, is_installed, uninstall
+
+# Public names of the tools wing, each imported from its room on first use.
+_LAZY = {
+    "load_dump": "tools.dumps",
+    "Dump": "tools.dumps",
+    "Record": "tools.dumps",
+    "Environment": "tools.numerics",
+    "Comparison": "tools.compare",
+    "format_comparison": "tools.compare",
+    "Divergence": "tools.diverge",
+    "RunsCheck": "tools.diverge",
+    "ProgramError": "tools.diverge",
+    "eager_values": "tools.diverge",
+    "format_divergence": "tools.diverge",
+    "format_runs_check": "tools.diverge",
+    "format_repro": "tools.repro",
+}
 
 __all__ = [
     "install",
@@ -38,6 +60,7 @@ __all__ = [
     "first_divergence_from_eager",
     "first_difference_between_runs",
     "write_repro",
+    *_LAZY,
 ]
 
 
@@ -70,8 +93,6 @@ def stats(tensor, on: str = "auto") -> dict[str, Any]:
     """The shim's fused statistics of one tensor, as a dict. `on` picks where
     they are computed: "auto" (as records do: on the GPU for CUDA tensors),
     "host" (one copy to the CPU) or "device" (CUDA tensors only)."""
-    from ._options import shim
-
     return shim().stats(tensor, on)
 
 
@@ -79,14 +100,14 @@ def compare(a, b, rtol: float | None = None, atol: float | None = None):
     """Compares two dumps (level-1 directories or JSON-lines records files);
     see `aoti-debug compare`. Returns a Comparison (.first, .worst(),
     .only_a, .only_b)."""
-    from ._compare import compare as _compare
+    from .tools.compare import compare as _compare
 
     return _compare(a, b, rtol=rtol, atol=atol)
 
 
 def report(dump, output="aoti-debug-report.html"):
     """Writes the HTML report of a dump; see `aoti-debug report`."""
-    from ._report import write_report
+    from .tools.report import write_report
 
     return write_report(dump, output)
 
@@ -103,7 +124,7 @@ def first_divergence_from_eager(
     `package` is the .pt2 its run loaded). Leaves the installation and every
     option as it found them. Returns a Divergence (.first, .drift, .matches,
     .unmatched, .coverage(), .repro)."""
-    from ._diverge import first_divergence_from_eager as _diverge
+    from .tools.diverge import first_divergence_from_eager as _diverge
 
     return _diverge(
         program,
@@ -122,7 +143,7 @@ def first_difference_between_runs(program, inputs=None, runs=2, imports=(), prog
     diverge --runs`. Returns a RunsCheck (.first: the first value that
     differs, a Difference; .nondeterministic_kernel: whether its kernel
     should have been deterministic)."""
-    from ._diverge import first_difference_between_runs as _runs
+    from .tools.diverge import first_difference_between_runs as _runs
 
     return _runs(program, inputs, runs=runs, imports=tuple(imports), progress=progress)
 
@@ -132,7 +153,7 @@ def write_repro(dump, package, directory, kernel=None, launch=None, call=None, i
     or CUDA error record), or of the launch named; see `aoti-debug repro`
     and docs/repro.md. Returns a Repro (.directory, .kernel, .kind, .bytes,
     .seconds)."""
-    from ._repro import write_repro as _write
+    from .tools.repro import write_repro as _write
 
     return _write(
         dump, package, directory, kernel=kernel, launch=launch, call=call, imports=tuple(imports)
@@ -141,6 +162,13 @@ def write_repro(dump, package, directory, kernel=None, launch=None, call=None, i
 
 def library_path() -> str:
     """Absolute path of libaoti_debug_printer.so, which compiled models load."""
-    from ._options import shim
-
     return shim().library_path()
+
+
+def __getattr__(name: str) -> Any:
+    room = _LAZY.get(name)
+    if room is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{room}", __name__), name)
+    globals()[name] = value
+    return value

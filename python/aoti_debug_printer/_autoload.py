@@ -14,13 +14,11 @@ from __future__ import annotations
 import logging
 import os
 
+# A switch's spellings (inductor/install, which loads neither torch nor the
+# shim at import).
+from .inductor.install import OFF, ON
+
 log = logging.getLogger(__name__)
-
-
-# A switch's spellings, any case: those of the shim's options (settings.cpp,
-# flag()), which this module must not load (test_install checks they agree).
-ON = frozenset({"1", "on", "true", "yes"})
-OFF = frozenset({"0", "off", "false", "no"})
 
 
 def activate() -> None:
@@ -34,7 +32,7 @@ def activate() -> None:
             value,
         )
     try:
-        from ._install import install
+        from .inductor.install import install
 
         install()
     except Exception:  # noqa: BLE001 - see the module docstring

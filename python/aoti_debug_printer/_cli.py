@@ -21,7 +21,7 @@ warnings.filterwarnings("ignore", "Failed to initialize NumPy", UserWarning)
 
 
 def _compare(args) -> int:
-    from ._compare import compare, format_comparison
+    from .tools.compare import compare, format_comparison
 
     c = compare(args.a, args.b, rtol=args.rtol, atol=args.atol)
     sys.stdout.write(format_comparison(c, top=args.top))
@@ -35,7 +35,7 @@ def _compare(args) -> int:
 
 
 def _report(args) -> int:
-    from ._report import write_report
+    from .tools.report import write_report
 
     out = write_report(args.dump, args.output, against=args.against)
     print(f"wrote {out}")
@@ -43,7 +43,7 @@ def _report(args) -> int:
 
 
 def _diverge(args) -> int:
-    from ._diverge import (
+    from .tools.diverge import (
         first_difference_between_runs,
         first_divergence_from_eager,
         format_divergence,
@@ -76,7 +76,7 @@ def _diverge(args) -> int:
 
 
 def _repro(args) -> int:
-    from ._repro import format_repro, write_repro
+    from .tools.repro import format_repro, write_repro
 
     repro = write_repro(
         args.dump,
@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         log.error("aoti-debug %s: %s", args.command, e)
         return 2
     except Exception as e:  # noqa: BLE001 - one line, never a traceback
-        from ._dumps import first_line
+        from .tools.dumps import first_line
 
         log.error("aoti-debug %s: %s: %s", args.command, type(e).__name__, first_line(e))
         return 2

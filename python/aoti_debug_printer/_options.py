@@ -8,13 +8,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-
-def shim():
-    import torch  # noqa: F401  - the shim's Python module needs torch loaded first
-
-    from . import _C
-
-    return _C
+from ._native import shim
 
 
 def option_table() -> list[tuple[str, str, str]]:

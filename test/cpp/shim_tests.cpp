@@ -77,8 +77,8 @@ struct Scratch {
 
 std::string print_record(at::Tensor t, const char* arg = "x") {
   Scratch s;
-  aoti_debug_printer_tensor(AOTI_DEBUG_PRINTER_PRINT, AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "k", arg,
-                            handle(t));
+  aoti_debug_printer_tensor(AOTI_DEBUG_PRINTER_LEVEL_PRINT, AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "k",
+                            arg, handle(t));
   return s.output();
 }
 
@@ -217,7 +217,7 @@ TEST_CASE("values threshold is configurable", "[aoti_debug_printer_set_option]")
   Scratch s;
   REQUIRE(aoti_debug_printer_set_option("max_values", "2") == 0);
   at::Tensor t = at::ones({3});
-  aoti_debug_printer_tensor(AOTI_DEBUG_PRINTER_PRINT, 0, "k", "x", handle(t));
+  aoti_debug_printer_tensor(AOTI_DEBUG_PRINTER_LEVEL_PRINT, 0, "k", "x", handle(t));
   CHECK(s.output().find("values=") == std::string::npos);
   CHECK(aoti_debug_printer_set_option("max_values", "-1") != 0);
   CHECK(aoti_debug_printer_set_option("format", "xml") != 0);
@@ -229,7 +229,7 @@ TEST_CASE("jsonl format", "[aoti_debug_printer_set_option]") {
   Scratch s;
   REQUIRE(aoti_debug_printer_set_option("format", "jsonl") == 0);
   at::Tensor t = at::tensor({1.0f, NAN});
-  aoti_debug_printer_tensor(AOTI_DEBUG_PRINTER_PRINT, 1, "k\"q", "x", handle(t));
+  aoti_debug_printer_tensor(AOTI_DEBUG_PRINTER_LEVEL_PRINT, 1, "k\"q", "x", handle(t));
   const std::string out = s.output();
   CHECK(out.find("\"event\": \"tensor\"") == 1);
   CHECK(out.find("\"kernel\": \"k\\\"q\"") != std::string::npos);
@@ -241,10 +241,10 @@ TEST_CASE("jsonl format", "[aoti_debug_printer_set_option]") {
 
 TEST_CASE("null and undefined handles print a clear line", "[aoti_debug_printer_tensor]") {
   Scratch s;
-  aoti_debug_printer_tensor(AOTI_DEBUG_PRINTER_PRINT, 0, "k", "x", nullptr);
+  aoti_debug_printer_tensor(AOTI_DEBUG_PRINTER_LEVEL_PRINT, 0, "k", "x", nullptr);
   at::Tensor undefined;
-  aoti_debug_printer_tensor(AOTI_DEBUG_PRINTER_PRINT, 0, "k", "y", handle(undefined));
-  aoti_debug_printer_tensor(AOTI_DEBUG_PRINTER_SAVE, 0, nullptr, nullptr, nullptr);
+  aoti_debug_printer_tensor(AOTI_DEBUG_PRINTER_LEVEL_PRINT, 0, "k", "y", handle(undefined));
+  aoti_debug_printer_tensor(AOTI_DEBUG_PRINTER_LEVEL_SAVE, 0, nullptr, nullptr, nullptr);
   const std::string out = s.output();
   CHECK(out.find("k x") != std::string::npos);
   CHECK(out.find("null tensor handle") != std::string::npos);
@@ -317,7 +317,8 @@ TEST_CASE("snapshots are never overwritten and names cannot escape",
   Scratch s;
   at::Tensor t = at::ones({2});
   for (int i = 0; i < 3; ++i) {
-    aoti_debug_printer_tensor(AOTI_DEBUG_PRINTER_SAVE, 0, "../../../etc/passwd", "..", handle(t));
+    aoti_debug_printer_tensor(AOTI_DEBUG_PRINTER_LEVEL_SAVE, 0, "../../../etc/passwd", "..",
+                              handle(t));
   }
   int count = 0;
   for (const auto& e : fs::recursive_directory_iterator(s.dir)) {
@@ -337,11 +338,11 @@ TEST_CASE("names are data: any bytes stay one valid UTF-8 line, and file names s
   // Not UTF-8, a line separator, a newline and a terminal escape.
   const std::string hostile = "k\xff\xfe\xe2\x80\xa8x\n[aoti-debug-printer] forged\x1b[31m";
   REQUIRE(aoti_debug_printer_set_option("format", "jsonl") == 0);
-  aoti_debug_printer_tensor(AOTI_DEBUG_PRINTER_PRINT, 1, hostile.c_str(), "x", handle(t));
+  aoti_debug_printer_tensor(AOTI_DEBUG_PRINTER_LEVEL_PRINT, 1, hostile.c_str(), "x", handle(t));
   const std::string jsonl = s.output();
   CHECK(std::count(jsonl.begin(), jsonl.end(), '\n') == 1);
   REQUIRE(aoti_debug_printer_set_option("format", "text") == 0);
-  aoti_debug_printer_tensor(AOTI_DEBUG_PRINTER_PRINT, 1, hostile.c_str(), "x", handle(t));
+  aoti_debug_printer_tensor(AOTI_DEBUG_PRINTER_LEVEL_PRINT, 1, hostile.c_str(), "x", handle(t));
   const std::string out = s.output();
   // Every byte ASCII (the only non-ASCII ones were escaped), and no line
   // the name forged.
@@ -397,30 +398,34 @@ TEST_CASE("an unusable dump directory gives one error and no exception",
   const int64_t before = aoti_debug_printer::save_failures();
   at::Tensor t = at::ones({2});
   for (int i = 0; i < 3; ++i) {
-    aoti_debug_printer_tensor(AOTI_DEBUG_PRINTER_SAVE, 0, "k", "x", handle(t));
+    aoti_debug_printer_tensor(AOTI_DEBUG_PRINTER_LEVEL_SAVE, 0, "k", "x", handle(t));
   }
-  aoti_debug_printer_int64(AOTI_DEBUG_PRINTER_SAVE, 0, "k", "n", 3);
+  aoti_debug_printer_int64(AOTI_DEBUG_PRINTER_LEVEL_SAVE, 0, "k", "n", 3);
   CHECK(aoti_debug_printer::save_failures() - before == 4);
 }
 
 TEST_CASE("scalars print in their own type's format", "[aoti_debug_printer_int64]") {
   Scratch s;
-  aoti_debug_printer_int64(AOTI_DEBUG_PRINTER_PRINT, 0, "k", "ks0", -42);
-  aoti_debug_printer_float64(AOTI_DEBUG_PRINTER_PRINT, 0, "k", "eps", 1e-5);
-  aoti_debug_printer_bool(AOTI_DEBUG_PRINTER_PRINT, 0, "k", "flag", 1);
+  aoti_debug_printer_int64(AOTI_DEBUG_PRINTER_LEVEL_PRINT, 0, "k", "ks0", -42);
+  aoti_debug_printer_float64(AOTI_DEBUG_PRINTER_LEVEL_PRINT, 0, "k", "eps", 1e-5);
+  aoti_debug_printer_bool(AOTI_DEBUG_PRINTER_LEVEL_PRINT, 0, "k", "flag", 1);
   const std::string out = s.output();
   CHECK(out.find("k ks0 = -42 (int64)") != std::string::npos);
   CHECK(out.find("k eps = 1.0000000000000001e-05 (float64)") != std::string::npos);
   CHECK(out.find("k flag = true (bool)") != std::string::npos);
 }
 
-TEST_CASE("runs, launches and call indices", "[aoti_debug_printer_launch]") {
+TEST_CASE("runs, launches and call indices", "[aoti_debug_printer_launch_at_level]") {
   Scratch s;
   aoti_debug_printer_begin_run();
-  aoti_debug_printer_launch(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "a", 1);
-  aoti_debug_printer_launch(AOTI_DEBUG_PRINTER_AFTER_LAUNCH, "a", 1);
-  aoti_debug_printer_launch(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "b", 0);
-  aoti_debug_printer_launch(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "a", 1);
+  aoti_debug_printer_launch_at_level(AOTI_DEBUG_PRINTER_LEVEL_PRINT,
+                                     AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "a", 1);
+  aoti_debug_printer_launch_at_level(AOTI_DEBUG_PRINTER_LEVEL_PRINT,
+                                     AOTI_DEBUG_PRINTER_AFTER_LAUNCH, "a", 1);
+  aoti_debug_printer_launch_at_level(AOTI_DEBUG_PRINTER_LEVEL_PRINT,
+                                     AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "b", 0);
+  aoti_debug_printer_launch_at_level(AOTI_DEBUG_PRINTER_LEVEL_PRINT,
+                                     AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "a", 1);
   const std::string out = s.output();
   const std::regex re("before_launch a \\(run (\\d+), launch 2, call 1\\)");
   CHECK(std::regex_search(out, re));
@@ -438,8 +443,9 @@ TEST_CASE("records of concurrent threads never interleave", "[aoti_debug_printer
       const std::string arg = "thread" + std::to_string(i);
       aoti_debug_printer_begin_run();
       for (int j = 0; j < kRecords; ++j) {
-        aoti_debug_printer_launch(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "k", 0);
-        aoti_debug_printer_tensor(AOTI_DEBUG_PRINTER_PRINT, 0, "k", arg.c_str(), handle(t));
+        aoti_debug_printer_launch_at_level(AOTI_DEBUG_PRINTER_LEVEL_PRINT,
+                                           AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "k", 0);
+        aoti_debug_printer_tensor(AOTI_DEBUG_PRINTER_LEVEL_PRINT, 0, "k", arg.c_str(), handle(t));
       }
     });
   }
@@ -481,15 +487,49 @@ TEST_CASE("the ABI table and the header's loader find this library",
   Scratch s;
   at::Tensor t = at::ones({1});
   AtenTensorHandle h = handle(t);
-  aoti_debug_printer::value(api, AOTI_DEBUG_PRINTER_PRINT, 0, "k", "buf", h);
-  aoti_debug_printer::value(api, AOTI_DEBUG_PRINTER_PRINT, 0, "k", "i", int32_t{7});
-  aoti_debug_printer::value(api, AOTI_DEBUG_PRINTER_PRINT, 0, "k", "f", 0.5f);
-  aoti_debug_printer::value(api, AOTI_DEBUG_PRINTER_PRINT, 0, "k", "b", false);
+  aoti_debug_printer::value(api, AOTI_DEBUG_PRINTER_LEVEL_PRINT, 0, "k", "buf", h);
+  aoti_debug_printer::value(api, AOTI_DEBUG_PRINTER_LEVEL_PRINT, 0, "k", "i", int32_t{7});
+  aoti_debug_printer::value(api, AOTI_DEBUG_PRINTER_LEVEL_PRINT, 0, "k", "f", 0.5f);
+  aoti_debug_printer::value(api, AOTI_DEBUG_PRINTER_LEVEL_PRINT, 0, "k", "b", false);
   const std::string out = s.output();
   CHECK(out.find("k buf") != std::string::npos);
   CHECK(out.find("k i = 7 (int64)") != std::string::npos);
   CHECK(out.find("k f = 0.5 (float64)") != std::string::npos);
   CHECK(out.find("k b = false (bool)") != std::string::npos);
+}
+
+TEST_CASE("a package of ABI 5 or older passes its level 3 as launch flag 2",
+          "[aoti_debug_printer_launch]") {
+  Scratch s;
+  CHECK(aoti_debug_printer_set_option("guard", "1") == 0);
+  // The write guard watches the kernels of levels 1 and 2 only: a kernel that
+  // writes an argument it only reads is stopped after a level-2 launch, and
+  // let be after a level-3 one.
+  const auto kernel_writes_its_input = [](const auto& launch) {
+    at::Tensor t = at::ones({4});
+    aoti_debug_printer_begin_run();
+    launch(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH);
+    aoti_debug_printer_tensor_held(AOTI_DEBUG_PRINTER_LEVEL_PRINT, AOTI_DEBUG_PRINTER_BEFORE_LAUNCH,
+                                   "k", "in", "", "", AOTI_DEBUG_PRINTER_ROLE_READ, handle(t));
+    launch(AOTI_DEBUG_PRINTER_AFTER_LAUNCH);
+    t[2].fill_(5.0);
+    return aoti_debug_printer_tensor_held(AOTI_DEBUG_PRINTER_LEVEL_PRINT,
+                                          AOTI_DEBUG_PRINTER_AFTER_LAUNCH, "k", "in", "", "",
+                                          AOTI_DEBUG_PRINTER_ROLE_READ, handle(t));
+  };
+  for (const int32_t level :
+       {AOTI_DEBUG_PRINTER_LEVEL_PRINT, AOTI_DEBUG_PRINTER_LEVEL_KERNEL_NAMES}) {
+    const int32_t expected =
+        level == AOTI_DEBUG_PRINTER_LEVEL_PRINT ? AOTI_DEBUG_PRINTER_STOPPED_BY_GUARD : 0;
+    CHECK(kernel_writes_its_input([level](int32_t phase) {
+            aoti_debug_printer_launch_at_level(level, phase, "k", 0);
+          }) == expected);
+    const int32_t legacy_flags = level == AOTI_DEBUG_PRINTER_LEVEL_KERNEL_NAMES ? 2 : 0;
+    CHECK(kernel_writes_its_input([legacy_flags](int32_t phase) {
+            aoti_debug_printer_launch(phase, "k", legacy_flags);
+          }) == expected);
+  }
+  CHECK(aoti_debug_printer_set_option("guard", "0") == 0);
 }
 
 TEST_CASE(
@@ -501,8 +541,9 @@ TEST_CASE(
   at::Tensor t = at::full({2}, 3.0);
   {
     aoti_debug_printer::Run run(api);
-    aoti_debug_printer::launch(api, AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "k", 0);
-    aoti_debug_printer::value(api, AOTI_DEBUG_PRINTER_PRINT, 0, "k", "in_run", handle(t));
+    aoti_debug_printer::launch(api, AOTI_DEBUG_PRINTER_LEVEL_PRINT,
+                               AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "k", 0);
+    aoti_debug_printer::value(api, AOTI_DEBUG_PRINTER_LEVEL_PRINT, 0, "k", "in_run", handle(t));
   }
   // Every record of the run is out once it has ended.
   CHECK(s.output().find("before_launch k in_run (run ") != std::string::npos);
@@ -514,8 +555,10 @@ TEST_CASE(
   v3.end_run = nullptr;
   {
     aoti_debug_printer::Run run(&v3);
-    aoti_debug_printer::launch(&v3, AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "k", 0);
-    aoti_debug_printer::value(&v3, AOTI_DEBUG_PRINTER_PRINT, 0, "k", "old_library", handle(t));
+    aoti_debug_printer::launch(&v3, AOTI_DEBUG_PRINTER_LEVEL_PRINT,
+                               AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "k", 0);
+    aoti_debug_printer::value(&v3, AOTI_DEBUG_PRINTER_LEVEL_PRINT, 0, "k", "old_library",
+                              handle(t));
   }
   CHECK(std::regex_search(
       s.output(), std::regex("before_launch k old_library \\(run \\d+, launch 0, call \\d+\\)")));
@@ -532,12 +575,13 @@ TEST_CASE("a value's formula and its program's Inductor config reach the dump",
   const char* formula = R"({"name":"ln/mean","steps":[],"value":{"node":"x"}})";
   {
     aoti_debug_printer::Run run(api, "0123456789ab");
-    aoti_debug_printer::launch(api, AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "k", 0);
-    aoti_debug_printer::value(api, AOTI_DEBUG_PRINTER_SAVE, AOTI_DEBUG_PRINTER_AFTER_LAUNCH, "k",
-                              "buf1", handle(t), "", "an intermediate",
+    aoti_debug_printer::launch(api, AOTI_DEBUG_PRINTER_LEVEL_PRINT,
+                               AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "k", 0);
+    aoti_debug_printer::value(api, AOTI_DEBUG_PRINTER_LEVEL_SAVE, AOTI_DEBUG_PRINTER_AFTER_LAUNCH,
+                              "k", "buf1", handle(t), "", "an intermediate",
                               AOTI_DEBUG_PRINTER_ROLE_WRITE, formula);
-    aoti_debug_printer::value(api, AOTI_DEBUG_PRINTER_SAVE, AOTI_DEBUG_PRINTER_AFTER_LAUNCH, "k",
-                              "buf2", handle(t), "n", "", AOTI_DEBUG_PRINTER_ROLE_WRITE);
+    aoti_debug_printer::value(api, AOTI_DEBUG_PRINTER_LEVEL_SAVE, AOTI_DEBUG_PRINTER_AFTER_LAUNCH,
+                              "k", "buf2", handle(t), "n", "", AOTI_DEBUG_PRINTER_ROLE_WRITE);
   }
   const std::string manifest = slurp(s.dump / "manifest.jsonl");
   const std::string schema =
@@ -550,9 +594,10 @@ TEST_CASE("a value's formula and its program's Inductor config reach the dump",
   // A run of a program whose code does not say its config: empty, not the last one's.
   {
     aoti_debug_printer::Run run(api);
-    aoti_debug_printer::launch(api, AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "k", 0);
-    aoti_debug_printer::value(api, AOTI_DEBUG_PRINTER_SAVE, AOTI_DEBUG_PRINTER_AFTER_LAUNCH, "k",
-                              "buf3", handle(t));
+    aoti_debug_printer::launch(api, AOTI_DEBUG_PRINTER_LEVEL_PRINT,
+                               AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "k", 0);
+    aoti_debug_printer::value(api, AOTI_DEBUG_PRINTER_LEVEL_SAVE, AOTI_DEBUG_PRINTER_AFTER_LAUNCH,
+                              "k", "buf3", handle(t));
   }
   CHECK(slurp(s.dump / "manifest.jsonl").find("\"inductor_config\": \"\"" + schema) !=
         std::string::npos);
@@ -567,16 +612,16 @@ TEST_CASE("packages built against ABI 2 still load, and a table without tensor_h
   REQUIRE(aoti_debug_printer_set_option("format", "jsonl") == 0);
   at::Tensor t = at::ones({1});
   // A version-2 caller: tensor_of_node, the last member its header had.
-  v2->tensor_of_node(AOTI_DEBUG_PRINTER_PRINT, 1, "k", "old", "n_old", handle(t));
+  v2->tensor_of_node(AOTI_DEBUG_PRINTER_LEVEL_PRINT, 1, "k", "old", "n_old", handle(t));
   // A library whose table ends before tensor_held: the header's helper
   // must not read past `size`, and falls back to tensor_of_node.
   aoti_debug_printer_api old_table = *v2;
   old_table.size = offsetof(aoti_debug_printer_api, tensor_held);
   old_table.tensor_held = nullptr;
-  aoti_debug_printer::value(&old_table, AOTI_DEBUG_PRINTER_PRINT, 1, "k", "fallback", handle(t),
-                            "n_fallback", "ignored", AOTI_DEBUG_PRINTER_ROLE_WRITE);
+  aoti_debug_printer::value(&old_table, AOTI_DEBUG_PRINTER_LEVEL_PRINT, 1, "k", "fallback",
+                            handle(t), "n_fallback", "ignored", AOTI_DEBUG_PRINTER_ROLE_WRITE);
   // Before launch: after it, an argument the kernel only reads has no record.
-  aoti_debug_printer::value(v2, AOTI_DEBUG_PRINTER_PRINT, 0, "k", "new", handle(t), "",
+  aoti_debug_printer::value(v2, AOTI_DEBUG_PRINTER_LEVEL_PRINT, 0, "k", "new", handle(t), "",
                             "fused away", AOTI_DEBUG_PRINTER_ROLE_READ);
   REQUIRE(aoti_debug_printer_set_option("format", "text") == 0);
   const std::string out = s.output();
@@ -591,10 +636,12 @@ TEST_CASE("run-time level, kernel filter and ranks", "[aoti_debug_printer_set_op
   Scratch s;
   at::Tensor t = at::ones({2});
   const auto one_kernel = [&](const char* kernel, int32_t flags) {
-    aoti_debug_printer_launch(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, kernel, flags);
-    aoti_debug_printer_tensor(AOTI_DEBUG_PRINTER_PRINT, AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, kernel,
-                              "x", handle(t));
-    aoti_debug_printer_launch(AOTI_DEBUG_PRINTER_AFTER_LAUNCH, kernel, flags);
+    aoti_debug_printer_launch_at_level(AOTI_DEBUG_PRINTER_LEVEL_PRINT,
+                                       AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, kernel, flags);
+    aoti_debug_printer_tensor(AOTI_DEBUG_PRINTER_LEVEL_PRINT, AOTI_DEBUG_PRINTER_BEFORE_LAUNCH,
+                              kernel, "x", handle(t));
+    aoti_debug_printer_launch_at_level(AOTI_DEBUG_PRINTER_LEVEL_PRINT,
+                                       AOTI_DEBUG_PRINTER_AFTER_LAUNCH, kernel, flags);
   };
   aoti_debug_printer_begin_run();
   CHECK(aoti_debug_printer_set_option("level", "0") == 0);
@@ -637,20 +684,22 @@ TEST_CASE("the NaN/Inf trap blames the kernel that made them", "[aoti_debug_prin
   at::Tensor out = at::zeros({3});
   at::Tensor already = at::full({2}, NAN);
   aoti_debug_printer_begin_run();
-  aoti_debug_printer_launch(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "k", 0);
-  CHECK(aoti_debug_printer_tensor(AOTI_DEBUG_PRINTER_PRINT, AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "k",
-                                  "in", handle(in)) == 0);
-  CHECK(aoti_debug_printer_tensor(AOTI_DEBUG_PRINTER_PRINT, AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "k",
-                                  "stale", handle(already)) == 0);
-  aoti_debug_printer_launch(AOTI_DEBUG_PRINTER_AFTER_LAUNCH, "k", 0);
+  aoti_debug_printer_launch_at_level(AOTI_DEBUG_PRINTER_LEVEL_PRINT,
+                                     AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "k", 0);
+  CHECK(aoti_debug_printer_tensor(AOTI_DEBUG_PRINTER_LEVEL_PRINT, AOTI_DEBUG_PRINTER_BEFORE_LAUNCH,
+                                  "k", "in", handle(in)) == 0);
+  CHECK(aoti_debug_printer_tensor(AOTI_DEBUG_PRINTER_LEVEL_PRINT, AOTI_DEBUG_PRINTER_BEFORE_LAUNCH,
+                                  "k", "stale", handle(already)) == 0);
+  aoti_debug_printer_launch_at_level(AOTI_DEBUG_PRINTER_LEVEL_PRINT,
+                                     AOTI_DEBUG_PRINTER_AFTER_LAUNCH, "k", 0);
   // NaN that was there before launch is not this kernel's doing.
-  CHECK(aoti_debug_printer_tensor(AOTI_DEBUG_PRINTER_PRINT, AOTI_DEBUG_PRINTER_AFTER_LAUNCH, "k",
-                                  "stale", handle(already)) == 0);
+  CHECK(aoti_debug_printer_tensor(AOTI_DEBUG_PRINTER_LEVEL_PRINT, AOTI_DEBUG_PRINTER_AFTER_LAUNCH,
+                                  "k", "stale", handle(already)) == 0);
   out[1] = INFINITY;
-  CHECK(aoti_debug_printer_tensor(AOTI_DEBUG_PRINTER_PRINT, AOTI_DEBUG_PRINTER_AFTER_LAUNCH, "k",
-                                  "out", handle(out)) != 0);
-  CHECK(aoti_debug_printer_tensor(AOTI_DEBUG_PRINTER_PRINT, AOTI_DEBUG_PRINTER_MODEL_INPUT, "",
-                                  "arg0", handle(already)) != 0);
+  CHECK(aoti_debug_printer_tensor(AOTI_DEBUG_PRINTER_LEVEL_PRINT, AOTI_DEBUG_PRINTER_AFTER_LAUNCH,
+                                  "k", "out", handle(out)) != 0);
+  CHECK(aoti_debug_printer_tensor(AOTI_DEBUG_PRINTER_LEVEL_PRINT, AOTI_DEBUG_PRINTER_MODEL_INPUT,
+                                  "", "arg0", handle(already)) != 0);
   CHECK(aoti_debug_printer_set_option("trap", "0") == 0);
   const std::string text = s.output();
   CHECK(text.find("NaN/Inf TRAP at after_launch k out") != std::string::npos);

@@ -486,7 +486,7 @@ def numerics(setting: str):
     "matmul_high" (float32_matmul_precision "high": TF32 matmuls on CUDA)
     or "cudnn_tf32" (cuDNN's TF32 convolutions, on by default). The flags
     are set, and restored, as diverge sets a recorded run's."""
-    from aoti_debug_printer._numerics import Environment
+    from aoti_debug_printer import Environment
 
     settings = {
         "matmul_high": Environment(matmul_precision="high"),

@@ -19,6 +19,8 @@ import contextlib
 import math
 from dataclasses import dataclass, fields
 
+from ..records import dtype_name
+
 # k: a value diverges when its error is more than k times the benchmark's,
 # plus the floor. RMSE as the minifier (2; 3 for half types, whose few
 # mantissa bits make two correct roundings differ by more); the largest
@@ -61,10 +63,6 @@ TF32_FLOOR = 4e-3
 # Kernels that multiply matrices, by the words Inductor and ATen name them
 # with (cuDNN's convolutions are told by "conv").
 TF32_MATMUL_WORDS = ("mm", "linear", "attention", "sdpa", "scaled_dot", "tem_fused")
-
-
-def dtype_name(dtype) -> str:
-    return str(dtype).removeprefix("torch.")
 
 
 def floor(dtype: str) -> float:
@@ -257,7 +255,7 @@ class Environment:
 
     @classmethod
     def from_record(cls, record) -> Environment:
-        """From a dump's EnvironmentRecord (_records)."""
+        """From a dump's EnvironmentRecord (records)."""
         names = {f.name for f in fields(cls)}
         values = {f.name: getattr(record, f.name) for f in fields(record)}
         return cls(**{k: v for k, v in values.items() if k in names and v is not None})

@@ -52,9 +52,8 @@ import sys
 import threading
 from dataclasses import dataclass, field, replace
 
-from ._numerics import dtype_name
-from ._options import shim
-from ._records import Reason
+from .._native import shim
+from ..records import Reason, dtype_name
 
 # The C header's role codes, as _C exports them: generated code passes them.
 _abi = shim()
@@ -109,7 +108,7 @@ class Writes:
 
 def note_kernel_nodes(kernel_name: str | None, node_schedule) -> None:
     """Called just before a generated kernel's call line is written: the
-    scheduler nodes it computes (see _install, codegen_comment)."""
+    scheduler nodes it computes (see inductor/install, codegen_comment)."""
     nodes = [n for n in node_schedule if hasattr(n, "get_buffer_names")]
     _pending.kernel = (kernel_name, nodes)
 

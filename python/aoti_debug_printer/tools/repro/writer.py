@@ -18,7 +18,7 @@ the dump or this package:
 Where things come from: the arguments and the findings from the dump, the
 source and each call's argument list (literals included, written by the
 codegen as `// aoti-debug-printer call {...}` before the call, see
-_codegen) from the AOTInductor package's generated C++.
+inductor/codegen) from the AOTInductor package's generated C++.
 """
 
 from __future__ import annotations
@@ -32,9 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._codegen import CALL_COMMENT
-from ._dumps import Dump, Record, load_dump
-from ._records import (
+from ...records import (
+    CALL_COMMENT,
     CudaErrorRecord,
     GuardKind,
     GuardRecord,
@@ -45,6 +44,7 @@ from ._records import (
     TrapRecord,
     WatchedArg,
 )
+from ..dumps import Dump, Record, load_dump
 
 # The checks repro.py knows, by code (its text says them in words).
 FINITE = "finite"  # written arguments gain no NaN/Inf
@@ -509,7 +509,7 @@ def write_repro(
     if finding.expected is not None:
         torch.save(finding.expected.detach().to("cpu"), out / "expected.pt")
     (out / "repro.json").write_text(json.dumps(spec, indent=1) + "\n")
-    template = Path(__file__).with_name("repro_template.py")
+    template = Path(__file__).with_name("template.py")
     shutil.copyfile(template, out / "repro.py")
     size = sum(p.stat().st_size for p in out.iterdir())
     return Repro(out, finding.kernel, spec["kind"], size, time.perf_counter() - started)

@@ -3,7 +3,7 @@ per record kind.
 
 The shim writes records (csrc/record.cpp, through csrc/json.h); this module
 is the one place where a JSON object becomes a record again, for every tool
-(_dumps reads files through it). Fields hold codes: a phase, a role, a
+(tools/dumps reads files through it). Fields hold codes: a phase, a role, a
 reason, a guard finding's kind. The words people read are made from them
 only when formatting (`Reason.text`). docs/output.md lists the fields.
 """
@@ -22,6 +22,16 @@ from typing import Any, ClassVar
 # needs neither torch nor the compiled library (test_schema holds the two
 # equal).
 RECORD_SCHEMA = 3
+
+# Starts the comment before each recorded call of the C++ wrapper: the
+# call's arguments in order, literals included, as JSON. The codegen writes
+# it; `aoti-debug repro` reads it back from the package.
+CALL_COMMENT = "// aoti-debug-printer call "
+
+
+def dtype_name(dtype) -> str:
+    """A torch dtype as records spell it: "float32", "bfloat16"."""
+    return str(dtype).removeprefix("torch.")
 
 
 class Phase(str, Enum):

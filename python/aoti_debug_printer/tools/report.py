@@ -12,8 +12,8 @@ import json
 import math
 from pathlib import Path
 
-from ._dumps import Record, load_dump
-from ._records import Phase
+from ..records import Phase
+from .dumps import Record, load_dump
 
 PLOT_W, PLOT_H, PAD = 960, 260, 40
 
@@ -139,7 +139,7 @@ def _bitwise(dump, against: str | Path) -> tuple[str, object]:
     """The bit-for-bit verdict of `dump` against another run's dump (as
     `aoti-debug compare` gives it), and the record of the first value that
     differs (None where none does)."""
-    from ._compare import bitwise_lines, compare
+    from .compare import bitwise_lines, compare
 
     c = compare(dump, load_dump(against))
     lines = bitwise_lines(c)

@@ -19,11 +19,11 @@ class KernelFilter:
 
     @classmethod
     def parse(cls, spec: str | None) -> KernelFilter:
-        from ._options import shim
+        from .._native import shim
 
         return cls(tuple(shim().kernel_patterns(spec))) if spec else cls()
 
     def __call__(self, kernel_name: str) -> bool:
-        from ._options import shim
+        from .._native import shim
 
         return not self.patterns or shim().kernel_filter_selects(list(self.patterns), kernel_name)

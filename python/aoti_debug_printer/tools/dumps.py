@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import _records
-from ._records import (
+from .. import records
+from ..records import (
     CudaErrorRecord,
     EnvironmentRecord,
     GuardRecord,
@@ -87,7 +87,7 @@ class Record:
     @property
     def formula(self) -> dict[str, Any] | None:
         """How the value it holds is computed from the program's values,
-        where it holds no single node's (see _provenance); None where the
+        where it holds no single node's (see inductor/provenance); None where the
         codegen wrote none."""
         try:
             formula = json.loads(self.tensor.formula) if self.tensor.formula else None
@@ -143,7 +143,7 @@ class Dump:
     records: list[Record] = field(default_factory=list)
     # The other records, in order: launches, scalars, and the findings
     # (trap, guard, CUDA error).
-    events: list[_records.Record] = field(default_factory=list)
+    events: list[records.Record] = field(default_factory=list)
     # (rank, run) -> the environment record of that run (level 1): the
     # numerics settings it ran in.
     environments: dict[tuple[int, int], EnvironmentRecord] = field(default_factory=dict)
@@ -153,7 +153,7 @@ class Dump:
     def environment(self, run: int = 0, rank: int | None = None):
         """The numerics Environment of one run, None where the dump does not
         record it."""
-        from ._numerics import Environment
+        from .numerics import Environment
 
         for (r, n), record in self.environments.items():
             if n == run and (rank is None or r == rank):
@@ -175,7 +175,7 @@ class Dump:
 
     def findings(self) -> list[TrapRecord | GuardRecord | CudaErrorRecord]:
         """The trap, guard and CUDA error records, in order."""
-        return [e for e in self.events if isinstance(e, _records.FINDINGS)]
+        return [e for e in self.events if isinstance(e, records.FINDINGS)]
 
 
 def load_dump(source: str | Path) -> Dump:
@@ -250,7 +250,7 @@ def load_dump(source: str | Path) -> Dump:
             "version %d",
             source,
             unversioned,
-            _records.RECORD_SCHEMA,
+            records.RECORD_SCHEMA,
         )
     if not dump.records and not dump.events:
         raise ValueError(f"{source} holds no record of aoti-debug-printer")
@@ -267,7 +267,7 @@ def load_dump(source: str | Path) -> Dump:
     return dump
 
 
-def _record(line: bytes, where: str, strict: bool) -> _records.Record | None:
+def _record(line: bytes, where: str, strict: bool) -> records.Record | None:
     """One line's record; None for a line a records file may hold besides
     records; a ValueError naming `where` for anything else, a newer schema
     among it."""
@@ -282,7 +282,7 @@ def _record(line: bytes, where: str, strict: bool) -> _records.Record | None:
     except json.JSONDecodeError as e:
         raise ValueError(f"{where}: not a JSON record ({e})") from None
     try:
-        return _records.parse(raw)
+        return records.parse(raw)
     except ValueError as e:
         raise ValueError(f"{where}: {e}") from None
 

@@ -4,7 +4,7 @@ the worst offenders.
 Two runs of one program (two compiles, two devices, two torch versions)
 differ everywhere a little. A value is named where its difference jumps
 beyond what the differences of the values its kernel read explain
-(_numerics: K_JUMP times theirs, plus the noise two correct runs show in
+(tools/numerics: K_JUMP times theirs, plus the noise two correct runs show in
 its dtype and in the environments the runs recorded), not where the drift
 accumulated from earlier values crosses a line. Level-1 dumps compare
 element by element; records without files compare by their statistics."""
@@ -15,9 +15,9 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ._dumps import Dump, Record, load_dump
-from ._numerics import K_JUMP, K_MAX, Environment, cross_floor, difference, format_environments
-from ._records import Phase
+from ..records import Phase
+from .dumps import Dump, Record, load_dump
+from .numerics import K_JUMP, K_MAX, Environment, cross_floor, difference, format_environments
 
 # Which phases hold a kernel's results; before_launch holds its inputs (and
 # whatever memory its outputs had), which another compile may not share.

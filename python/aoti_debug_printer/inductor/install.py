@@ -31,6 +31,8 @@ import threading
 from pathlib import Path
 from types import ModuleType
 
+from .._native import PACKAGE_DIR
+
 log = logging.getLogger(__name__)
 
 # Modules that hold the name, and the name.
@@ -79,6 +81,12 @@ def supported_torch() -> str:
     )
 
 
+# A switch's spellings, any case: those of the shim's options (settings.cpp,
+# flag()), which this module must not load (test_install checks they agree).
+ON = frozenset({"1", "on", "true", "yes"})
+OFF = frozenset({"0", "off", "false", "no"})
+
+
 def _printing_requested() -> bool:
     from torch._inductor import config
 
@@ -90,8 +98,6 @@ def _hooks_wanted() -> str:
     them (the default), "off" (0): wrap its methods as on a stock torch, so
     that both ways in can be compared on one torch, or "require": the hooks
     or nothing, every method wrap refused (a patched torch's own tests)."""
-    from ._autoload import OFF
-
     value = os.environ.get("AOTI_DEBUG_PRINTER_HOOKS", "").strip().lower()
     return "off" if value in OFF else "require" if value == "require" else "use"
 
@@ -121,7 +127,7 @@ class _Hooks:
     def make_printer(self, debug_printer_level, use_array_ref):
         if str(debug_printer_level) == "0":
             return None  # level 0 generates stock code
-        from ._codegen import DebugPrinterManager
+        from .codegen import DebugPrinterManager
 
         return DebugPrinterManager(debug_printer_level, use_array_ref)
 
@@ -129,22 +135,22 @@ class _Hooks:
         return _this_installation_tag() if _printing_requested() else ""
 
     def kernel_nodes(self, kernel_name, node_schedule) -> None:
-        from ._provenance import note_kernel_nodes
+        from .provenance import note_kernel_nodes
 
         note_kernel_nodes(kernel_name, node_schedule)
 
     def wrapper_line(self, wrapper, line) -> None:
-        from ._provenance import note_line
+        from .provenance import note_line
 
         note_line(line)
 
     def op_call(self, wrapper, op_overload, raw_args, output_args):
-        from ._codegen import fallback_call_records
+        from .codegen import fallback_call_records
 
         return fallback_call_records(wrapper, op_overload, raw_args, output_args)
 
     def extern_alloc(self, wrapper, extern_kernel, args):
-        from ._codegen import extern_alloc_records
+        from .codegen import extern_alloc_records
 
         return extern_alloc_records(wrapper, extern_kernel, args)
 
@@ -181,7 +187,7 @@ def _patch(module: ModuleType) -> None:
     if module.__name__ == _CACHE_KEY_MODULE:
         _tag_cache_keys_in(module)
         return
-    from ._codegen import DebugPrinterManager
+    from .codegen import DebugPrinterManager
 
     current = getattr(module, _NAME, None)
     if current is None:
@@ -274,7 +280,7 @@ def _note_lines_in(module: ModuleType) -> None:
 
     def make(original):
         def writeline(self, line):
-            from ._provenance import note_line
+            from .provenance import note_line
 
             note_line(line)
             return original(self, line)
@@ -299,7 +305,7 @@ def _note_kernel_nodes_in(module: ModuleType, class_name: str) -> None:
 
     def make(original):
         def codegen_comment(self, node_schedule, kernel_name=None, *args, **kwargs):
-            from ._provenance import note_kernel_nodes
+            from .provenance import note_kernel_nodes
 
             note_kernel_nodes(kernel_name, node_schedule)
             return original(self, node_schedule, kernel_name, *args, **kwargs)
@@ -328,7 +334,7 @@ def _record_fallback_calls_in(module: ModuleType) -> None:
         def generate_fallback_kernel_with_runtime_lookup_aot(
             self, op_overload, raw_args, output_args, *args, **kwargs
         ):
-            from ._codegen import fallback_call_records
+            from .codegen import fallback_call_records
 
             with fallback_call_records(self, op_overload, raw_args, output_args):
                 return original(self, op_overload, raw_args, output_args, *args, **kwargs)
@@ -363,7 +369,7 @@ def _record_fallback_calls_in(module: ModuleType) -> None:
     def make_jit(output_args_at: int):
         def make(original):
             def write_call(self, *args, **kwargs):
-                from ._codegen import fallback_call_records
+                from .codegen import fallback_call_records
 
                 call = getattr(self, "_aoti_debug_printer_call", None)
                 if call is None:
@@ -431,7 +437,7 @@ def _record_python_fallback_calls_in(module: ModuleType) -> None:
 
     def make(original):
         def _generate_extern_kernel_alloc_helper(self, extern_kernel, args, *rest, **kwargs):
-            from ._codegen import extern_alloc_records
+            from .codegen import extern_alloc_records
 
             with extern_alloc_records(self, extern_kernel, args):
                 return original(self, extern_kernel, args, *rest, **kwargs)
@@ -541,22 +547,21 @@ _finder = _PostImportFinder()
 # path the code embeds) away from this one.
 _CACHE_TAG_PREFIX = "aoti-debug-printer-"
 # What decides the generated code: the code generator, the hooks that feed
-# it, the reason codes it writes, the filter (_filter wraps the library's
+# it, the reason codes it writes, the filter (inductor/filter wraps the library's
 # grammar, so the library too), and the header whose text (with the ABI
 # version) the code embeds.
 GENERATOR_FILES = (
-    "_codegen.py",
-    "_provenance.py",
-    "_records.py",
-    "_filter.py",
-    "_install.py",
+    "inductor/codegen.py",
+    "inductor/provenance.py",
+    "inductor/filter.py",
+    "inductor/install.py",
+    "records.py",
     "aoti_debug_printer.h",
     "libaoti_debug_printer.so",
 )
-_PACKAGE_DIR = Path(__file__).resolve().parent
 
 
-def cache_tag(package_dir: Path = _PACKAGE_DIR) -> str:
+def cache_tag(package_dir: Path = PACKAGE_DIR) -> str:
     digest = hashlib.sha256(str(package_dir).encode())
     for name in GENERATOR_FILES:
         digest.update(b"\0" + name.encode() + b"\0" + (package_dir / name).read_bytes())

@@ -14,16 +14,16 @@ import re
 from contextlib import contextmanager, nullcontext
 from enum import Enum
 from functools import cache
-from pathlib import Path
 from typing import Any
 
-from ._filter import KernelFilter
-from ._options import shim
-from ._provenance import Held, Provenance, Writes
+from .. import _native
+from .._native import shim
+from ..records import CALL_COMMENT
+from .filter import KernelFilter
+from .provenance import Held, Provenance, Writes
 
 log = logging.getLogger(__name__)
 
-_PACKAGE_DIR = Path(__file__).resolve().parent
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _NOT_VARIABLES = frozenset({"nullptr", "true", "false", "None", "True", "False", "kernels"})
 # A C-shim call's output that the call allocates, passed as `&bufN_handle`:
@@ -31,16 +31,13 @@ _NOT_VARIABLES = frozenset({"nullptr", "true", "false", "None", "True", "False",
 _OUTPUT_HANDLE = re.compile(r"&((buf[0-9]+)_handle)\Z")
 # How the Python wrapper refers to our module.
 _PY_MODULE = "_aoti_debug_printer"
-# Starts the comment before each recorded call of the C++ wrapper: the
-# call's arguments in order, literals included, for `aoti-debug repro` (see
-# _repro, which reads it back from the package).
-CALL_COMMENT = "// aoti-debug-printer call "
 
 # The C header's codes, as _C exports them: the numbers generated code passes.
 _abi = shim()
-SAVE, PRINT, WATCH = _abi.SAVE, _abi.PRINT, _abi.WATCH
+LEVEL_SAVE, LEVEL_PRINT = _abi.LEVEL_SAVE, _abi.LEVEL_PRINT
+LEVEL_KERNEL_NAMES = _abi.LEVEL_KERNEL_NAMES
 BEFORE_LAUNCH, AFTER_LAUNCH, MODEL_INPUT = _abi.BEFORE_LAUNCH, _abi.AFTER_LAUNCH, _abi.MODEL_INPUT
-ANNOUNCE, SYNC_BY_DEFAULT = _abi.ANNOUNCE, _abi.SYNC_BY_DEFAULT
+ANNOUNCE = _abi.ANNOUNCE
 UNSELECTED, WRITES_UNSEEN = _abi.UNSELECTED, _abi.WRITES_UNSEEN
 
 
@@ -53,19 +50,19 @@ class IntermediateValueDebuggingLevel(Enum):
     PRINT_KERNEL_NAMES_ONLY = "3"
 
     @property
-    def action(self) -> int | None:
-        """What the records of a model compiled at this level do: the one
-        mapping from levels to the code generated code passes (the shim maps
-        back, settings.h: level_of_action). Level 3 notes the arguments
-        before launch only, so that a CUDA error found after the kernel can
-        say what it was given; its launch events carry SYNC_BY_DEFAULT."""
-        return _ACTION_OF_LEVEL.get(self)
+    def code(self) -> int | None:
+        """The level as generated code passes it to every record and launch
+        event (the header's AOTI_DEBUG_PRINTER_LEVEL_*); None when off. The
+        shim decides from it what a record does (settings.h: action_at):
+        level 3 notes the arguments before launch only, so that a CUDA
+        error found after the kernel can say what it was given."""
+        return _CODE_OF_LEVEL.get(self)
 
 
-_ACTION_OF_LEVEL = {
-    IntermediateValueDebuggingLevel.SAVE_ONLY: SAVE,
-    IntermediateValueDebuggingLevel.PRINT_ONLY: PRINT,
-    IntermediateValueDebuggingLevel.PRINT_KERNEL_NAMES_ONLY: WATCH,
+_CODE_OF_LEVEL = {
+    IntermediateValueDebuggingLevel.SAVE_ONLY: LEVEL_SAVE,
+    IntermediateValueDebuggingLevel.PRINT_ONLY: LEVEL_PRINT,
+    IntermediateValueDebuggingLevel.PRINT_KERNEL_NAMES_ONLY: LEVEL_KERNEL_NAMES,
 }
 
 
@@ -73,8 +70,8 @@ _ACTION_OF_LEVEL = {
 def _cpp_preamble() -> str:
     # The installed header is the single definition of the ABI; the generated
     # wrapper gets its text, so no include path has to reach this package.
-    header = (_PACKAGE_DIR / "aoti_debug_printer.h").read_text()
-    from . import _C
+    header = _native.HEADER.read_text()
+    _C = shim()
 
     return (
         "\n// aoti-debug-printer: records around every kernel (see README).\n"
@@ -272,7 +269,7 @@ class DebugPrinterManager:
 
     def __enter__(self):
         names = self._names()
-        if self.debug_printer_level.action in (SAVE, PRINT) and not self._skip_kernel:
+        if self.debug_printer_level.code in (LEVEL_SAVE, LEVEL_PRINT) and not self._skip_kernel:
             self._held = self._provenance.kernel_call(
                 self.kernel_name, [_label(n) for n in names], self._writes_of_call
             )
@@ -315,66 +312,64 @@ class DebugPrinterManager:
     def _perform_debug_print_or_save_helper(
         self, args_to_print_or_save, kernel_name, before_launch, arg_signatures=None
     ) -> None:
-        action = self.debug_printer_level.action
-        if action is None or self._skip_kernel:
+        level = self.debug_printer_level.code
+        if level is None or self._skip_kernel:
             return
         selected = self.kernel_filter(kernel_name)
         phase = BEFORE_LAUNCH if before_launch else AFTER_LAUNCH
-        names_only = action == WATCH
         flags = (
-            (ANNOUNCE if selected and names_only else 0)
-            | (SYNC_BY_DEFAULT if names_only else 0)
+            (ANNOUNCE if selected and level == LEVEL_KERNEL_NAMES else 0)
             | (0 if selected else UNSELECTED)
             | (WRITES_UNSEEN if before_launch and self._writes_unseen else 0)
         )
         # Every kernel gets both events, selected or not: launch indices do
         # not depend on the filter, and the after event is where the shim
         # checks for CUDA errors when syncing.
-        self._writeline(self._emitter.launch(phase, kernel_name, flags))
+        self._writeline(self._emitter.launch(level, phase, kernel_name, flags))
         if not selected:
             return
         if before_launch:
             self._write_call_comment()
-        if action == SAVE:
+        if level == LEVEL_SAVE:
             self.codegen_intermediate_tensor_value_save(
                 args_to_print_or_save, kernel_name, before_launch, arg_signatures
             )
-        elif action == PRINT:
+        elif level == LEVEL_PRINT:
             self.codegen_intermediate_tensor_value_print(
                 args_to_print_or_save, kernel_name, before_launch, arg_signatures
             )
         elif before_launch:
-            self._codegen_records(WATCH, args_to_print_or_save, kernel_name, before_launch)
+            self._codegen_records(LEVEL_KERNEL_NAMES, args_to_print_or_save, kernel_name, True)
 
     def codegen_model_inputs_value_print(self, input_args_to_print: list[str]) -> None:
         """Called by the C++ wrapper once, where the inputs are unpacked: the
         start of a run. Levels 1 and 2 also record the inputs themselves."""
         from torch._inductor.virtualized import V
 
-        if self.debug_printer_level.action is None:
+        if self.debug_printer_level.code is None:
             return
         self._write_preamble()
         self._run_started = True
         for line in self._run_start_lines(input_args_to_print):
             V.graph.wrapper_code.prefix.writeline(line)
 
-    # Upstream's two entry points; here they differ only in the action.
+    # Upstream's two entry points; here they differ only in the level.
     def codegen_intermediate_tensor_value_save(
         self, args_to_save, kernel_name, before_launch=True, arg_signatures=None
     ) -> None:
-        self._codegen_records(SAVE, args_to_save, kernel_name, before_launch)
+        self._codegen_records(LEVEL_SAVE, args_to_save, kernel_name, before_launch)
 
     def codegen_intermediate_tensor_value_print(
         self, args_to_print, kernel_name, before_launch=True, arg_signatures=None
     ) -> None:
-        self._codegen_records(PRINT, args_to_print, kernel_name, before_launch)
+        self._codegen_records(LEVEL_PRINT, args_to_print, kernel_name, before_launch)
 
-    def _codegen_records(self, action: int, args, kernel_name: str, before_launch: bool) -> None:
+    def _codegen_records(self, level: int, args, kernel_name: str, before_launch: bool) -> None:
         phase = BEFORE_LAUNCH if before_launch else AFTER_LAUNCH
         held = self._held[0 if before_launch else 1]
         for arg in args:
             self._writeline(
-                self._emitter.record(action, phase, kernel_name, arg, held.get(_label(arg)))
+                self._emitter.record(level, phase, kernel_name, arg, held.get(_label(arg)))
             )
 
     # -- emitted code ----------------------------------------------------------
@@ -389,9 +384,9 @@ class DebugPrinterManager:
 
     def _run_start_lines(self, inputs: list[str]) -> list[str]:
         lines = [self._emitter.begin_run(inductor_config_digest())]
-        action = self.debug_printer_level.action
-        if action in (SAVE, PRINT):
-            lines += [self._emitter.record(action, MODEL_INPUT, "", name) for name in inputs]
+        level = self.debug_printer_level.code
+        if level in (LEVEL_SAVE, LEVEL_PRINT):
+            lines += [self._emitter.record(level, MODEL_INPUT, "", name) for name in inputs]
         return lines
 
     def _write_preamble(self) -> None:
@@ -495,13 +490,13 @@ class _Emitter:
     def begin_run(self, inductor_config: str) -> str:
         raise NotImplementedError
 
-    def launch(self, phase: int, kernel: str, flags: int) -> str:
+    def launch(self, level: int, phase: int, kernel: str, flags: int) -> str:
         raise NotImplementedError
 
     def record(
-        self, action: int, phase: int, kernel: str, arg: str, held: Held | None = None
+        self, level: int, phase: int, kernel: str, arg: str, held: Held | None = None
     ) -> str:
-        """One record's line; `held`: what the argument holds (see _provenance)."""
+        """One record's line; `held`: what the argument holds (see inductor/provenance)."""
         raise NotImplementedError
 
 
@@ -523,14 +518,14 @@ class _CppEmitter(_Emitter):
             f"{_c_string(inductor_config)});"
         )
 
-    def launch(self, phase: int, kernel: str, flags: int) -> str:
+    def launch(self, level: int, phase: int, kernel: str, flags: int) -> str:
         # The header's helper throws on a CUDA error, ending the run.
         return (
-            f"aoti_debug_printer::launch(AOTI_DEBUG_PRINTER_API, {phase}, "
+            f"aoti_debug_printer::launch(AOTI_DEBUG_PRINTER_API, {level}, {phase}, "
             f"{_c_string(kernel)}, {flags});"
         )
 
-    def record(self, action, phase, kernel, arg, held=None) -> str:
+    def record(self, level, phase, kernel, arg, held=None) -> str:
         extra = (
             f", {_c_string(held.node)}, {_c_string(held.why)}, {held.role}"
             + (f", {_c_string(held.formula)}" if held.formula else "")
@@ -538,7 +533,7 @@ class _CppEmitter(_Emitter):
             else ""
         )
         return (
-            f"aoti_debug_printer::value(AOTI_DEBUG_PRINTER_API, {action}, {phase}, "
+            f"aoti_debug_printer::value(AOTI_DEBUG_PRINTER_API, {level}, {phase}, "
             f"{_c_string(kernel)}, {_c_string(_label(arg))}, {arg}{extra});"
         )
 
@@ -555,17 +550,17 @@ class _PythonEmitter(_Emitter):
     def begin_run(self, inductor_config: str) -> str:
         return f"{_PY_MODULE}.begin_run(inductor_config={inductor_config!r})"
 
-    def launch(self, phase: int, kernel: str, flags: int) -> str:
-        return f"{_PY_MODULE}.launch({phase}, {kernel!r}, {flags})"
+    def launch(self, level: int, phase: int, kernel: str, flags: int) -> str:
+        return f"{_PY_MODULE}.launch({level}, {phase}, {kernel!r}, {flags})"
 
-    def record(self, action, phase, kernel, arg, held=None) -> str:
+    def record(self, level, phase, kernel, arg, held=None) -> str:
         extra = (
             f", {held.node!r}, {held.why!r}, {held.role}"
             + (f", formula={held.formula!r}" if held.formula else "")
             if held
             else ""
         )
-        return f"{_PY_MODULE}.record({action}, {phase}, {kernel!r}, {_label(arg)!r}, {arg}{extra})"
+        return f"{_PY_MODULE}.record({level}, {phase}, {kernel!r}, {_label(arg)!r}, {arg}{extra})"
 
 
 _CPP, _PYTHON = _CppEmitter(), _PythonEmitter()
@@ -580,7 +575,7 @@ def fallback_call_records(wrapper, op, raw_args, output_args):
 
     Inductor writes these calls while it schedules, but renders generated
     kernels' calls later, and the records of every kernel are decided as
-    its call renders (see _provenance): so these are wrapper lines too,
+    its call renders (see inductor/provenance): so these are wrapper lines too,
     decided when rendered, in order."""
     printer = wrapper.debug_printer
     if not isinstance(printer, DebugPrinterManager):
@@ -606,7 +601,7 @@ def extern_alloc_records(wrapper, extern_kernel, args: list[str]):
     op or an ATen fallback, written as that line renders: its buffer
     arguments before and after, bufN (which the call makes) after when it
     is one tensor (a tuple is unpacked by later lines). What it writes comes
-    from its IR node (see _provenance)."""
+    from its IR node (see inductor/provenance)."""
     from torch._inductor import ir
 
     printer = wrapper.debug_printer
@@ -624,7 +619,7 @@ def extern_alloc_records(wrapper, extern_kernel, args: list[str]):
 
 @cache
 def _fallback_records_line():
-    # Made on first use: _codegen is imported while Inductor's wrapper
+    # Made on first use: this module is imported while Inductor's wrapper
     # module is still importing.
     from torch._inductor.codegen.wrapper import WrapperLine
 

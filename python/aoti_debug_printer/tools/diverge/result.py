@@ -1,0 +1,159 @@
+"""What diverge found: every value a kernel wrote, judged (a Match) or left
+out with its code (an Unmatched), and the first divergence among them."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from ...records import Reason
+from ..dumps import Record
+from ..numerics import Environment, Verdict
+
+log = logging.getLogger(__name__)
+
+
+class NotCompared(str, Enum):
+    """Why diverge left out a value a kernel wrote that holds a node or has
+    a formula. A value with neither is left out by its record's Reason."""
+
+    NO_EAGER_TENSOR = "no_eager_tensor"
+    NOT_SAVED = "not_saved"
+    SIZE_DIFFERS = "size_differs"
+    FORMULA_FAILED = "formula_failed"
+
+    @property
+    def text(self) -> str:
+        return _NOT_COMPARED_TEXT[self]
+
+
+_NOT_COMPARED_TEXT = {
+    NotCompared.NO_EAGER_TENSOR: "the node has no tensor value in eager",
+    NotCompared.NOT_SAVED: "no saved file: its inputs and value were not saved (compile at level 1)",
+    NotCompared.SIZE_DIFFERS: "the buffer and the node's (or formula's) value differ in size",
+    NotCompared.FORMULA_FAILED: "its formula cannot be evaluated",
+}
+
+
+@dataclass(frozen=True)
+class Unmatched:
+    """A value a kernel wrote that diverge did not judge: `code` is a
+    NotCompared or a Reason value."""
+
+    record: Record
+    code: str
+    detail: str = ""
+
+    @property
+    def text(self) -> str:
+        why = NotCompared(self.code) if self.code in _NOT_COMPARED_CODES else Reason(self.code)
+        return why.text
+
+
+_NOT_COMPARED_CODES = frozenset(c.value for c in NotCompared)
+
+
+def left_out(r: Record) -> Unmatched:
+    """A value that holds no node and has no formula, by its record's reason."""
+    reason = r.tensor.reason
+    code = reason.value if reason else Reason.NO_GRAPH_NODE.value
+    return Unmatched(r, code, r.tensor.why.removeprefix(code).removeprefix(":"))
+
+
+@dataclass
+class Divergence:
+    matches: list[Match]
+    # Values kernels wrote that could not be held against eager, with why.
+    unmatched: list[Unmatched] = field(default_factory=list)
+    # The numerics settings of the compiled run the benchmark was made under.
+    environment: Environment | None = None
+    # The one-kernel repro written of the first divergence (`repro=`).
+    repro: Any = None
+
+    @property
+    def first(self) -> Match | None:
+        """The first kernel, in launch order, whose own error is beyond the bar."""
+        return next((m for m in self.matches if m.own.diverged), None)
+
+    @property
+    def drift(self) -> Match | None:
+        """The first value whose accumulated error is beyond the bar, where
+        no kernel's own error is. Not a divergence: every kernel computed
+        what its inputs allow in the run's settings; the run amplified their
+        noise more than eager."""
+        if self.first is not None:
+            return None
+        return next((m for m in self.matches if m.accumulated.diverged), None)
+
+    def coverage(self) -> tuple[int, int, Counter]:
+        """(values kernels wrote, of them compared, the rest by reason code)."""
+        reasons = Counter(u.code for u in self.unmatched)
+        return len(self.matches) + len(self.unmatched), len(self.matches), reasons
+
+
+@dataclass
+class Match:
+    """One value a kernel wrote, judged twice: its own error (the node, or
+    the nodes its kernel fuses, evaluated on the compiled run's own inputs)
+    and the error accumulated from the model inputs."""
+
+    record: Record
+    node: str
+    own: Verdict
+    accumulated: Verdict
+    # The nodes evaluated for the own error: this one and those between it
+    # and the values the dump holds (the nodes its kernel fuses, or more
+    # where the values before it were not saved).
+    region: int = 1
+    # Whether that region reaches back to the model inputs: no value before
+    # it was saved, so its own error is its accumulated one.
+    from_model_inputs: bool = False
+    # Where its own error is beyond the bar: the float64 truth it was judged
+    # by (on the compiled run's own inputs), for a repro's expected value.
+    expected: Any = None
+
+    @property
+    def diverged(self) -> bool:
+        return self.own.diverged
+
+
+class Progress:
+    """One line on stderr per long phase, with the seconds since the start:
+    diverge runs for minutes on a large model."""
+
+    def __init__(self, enabled: bool = False) -> None:
+        import time
+
+        self.enabled = enabled
+        self.start = time.monotonic()
+
+    def phase(self, what: str) -> None:
+        import time
+
+        if self.enabled:
+            log.info("diverge: [%6.1fs] %s", time.monotonic() - self.start, what)
+
+
+@dataclass
+class RunsCheck:
+    """Runs of one compile on the same inputs, each compared with the first
+    bit for bit (see tools/compare)."""
+
+    comparisons: list  # of compare.Comparison: run 0 against run k
+
+    @property
+    def first(self):
+        """The first value that differs between run 0 and a later run, as
+        a compare.Difference; None when every run gave the same bits."""
+        return next(
+            (c.first_different for c in self.comparisons if c.first_different is not None), None
+        )
+
+    @property
+    def nondeterministic_kernel(self) -> bool:
+        """A kernel that should be deterministic gave other bits."""
+        first = self.first
+        return first is not None and not first.nondeterministic_by_construction
