@@ -29,15 +29,18 @@ def eager(model_name):
         return model(*inputs)
 
 
-def launches(source: str, phase: int, flags: int | None = None) -> list[str]:
-    """Kernel names of the launch events the generated code emits."""
-    flag = r"\d" if flags is None else str(flags)
+def launches(
+    source: str, phase: int, flags: int | None = None, level: int | None = None
+) -> list[str]:
+    """Kernel names of the launch events the generated code emits (of a
+    compile at `level`, with `flags`, where given)."""
     pattern = (
         r"aoti_debug_printer::launch\(AOTI_DEBUG_PRINTER_API, "
-        + str(phase)
-        + r', "([^"]+)", ('
-        + flag
-        + r")\);"
+        + (r"\d" if level is None else str(level))
+        + f", {phase}, "
+        + r'"([^"]+)", '
+        + (r"\d+" if flags is None else str(flags))
+        + r"\);"
     )
     return [m.group(1) for m in re.finditer(pattern, source)]
 
@@ -70,10 +73,11 @@ def test_generated_calls_per_level(package, level):
     assert not re.search(r"^\s*aoti_torch_(print|save)_tensor_handle\(", source, re.M)
     assert 'printf("[' not in source
     values = re.findall(r"aoti_debug_printer::value\(AOTI_DEBUG_PRINTER_API, (\d), (\d),", source)
-    assert launches(source, 0) == kernels
+    # Every launch event carries the level the model was compiled at.
+    assert launches(source, 0, level=level) == kernels
     if level == 3:
-        # Announced, and checked for CUDA errors by default.
-        assert launches(source, 1, flags=3) == kernels
+        # Announced (and, being level 3, checked for CUDA errors by default).
+        assert launches(source, 1, flags=1) == kernels
         # Arguments are only noted (WATCH), before launch.
         assert values and set(values) == {("3", "0")}
     else:
@@ -93,10 +97,10 @@ def test_filter_applies_at_every_level(package, level):
     assert 0 < len(selected) < len(kernels)
     recorded = {k for k in re.findall(r'aoti_debug_printer::value\([^;]*?, "([^"]*)", "', source)}
     if level == 3:
-        assert launches(source, 0, flags=3) == selected
-        assert launches(source, 1, flags=3) == selected
+        assert launches(source, 0, flags=1) == selected
+        assert launches(source, 1, flags=1) == selected
         # Unselected kernels are still checked for CUDA errors, silently.
-        assert launches(source, 1, flags=6) == [k for k in kernels if k not in selected]
+        assert launches(source, 1, flags=4) == [k for k in kernels if k not in selected]
     else:
         # Unselected kernels still advance the launch index, silently.
         assert launches(source, 0) == kernels

@@ -6,6 +6,7 @@ neither it nor torch."""
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 # Where setup.py's CMake install puts _C, the library and the header.
@@ -18,6 +19,5 @@ def shim():
     """The `_C` module, loaded (with torch, which it needs first) on first use."""
     import torch  # noqa: F401  - the shim's Python module needs torch loaded first
 
-    from . import _C
-
-    return _C
+    # The compiled extension module beside this file (csrc/python.cpp).
+    return importlib.import_module(f"{__package__}._C")

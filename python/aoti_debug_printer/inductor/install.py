@@ -485,18 +485,9 @@ def _wrap_python_cpu_kernel_calls(module: ModuleType) -> None:
 
 def _consults_printer_for_cpu_kernels(module: ModuleType) -> bool:
     """Whether the JIT Python wrapper's C++ kernel calls go through the
-    debug printer already: patches/0005, known by the comment it adds (the
-    method consults the printer for other kernels in every torch)."""
-    helper = getattr(
-        getattr(module, "PythonWrapperCodegen", None), "_generate_kernel_call_helper", None
-    )
-    try:
-        return _PATCH_0005_MARK in inspect.getsource(helper)
-    except (TypeError, OSError):
-        return False
-
-
-_PATCH_0005_MARK = "# C++ kernels of the JIT Python wrapper get records too."
+    debug printer already: patches/0005 says so in a class attribute."""
+    wrapper = getattr(module, "PythonWrapperCodegen", None)
+    return getattr(wrapper, "debug_printer_records_cpp_kernels", False) is True
 
 
 class _PatchingLoader(importlib.abc.Loader):

@@ -162,17 +162,18 @@ def _writes_of_nodes(nodes) -> Writes:
 
 def _writes_of_line_being_rendered() -> Writes | None:
     """What the kernel whose call the wrapper is rendering now writes: its
-    line is the `self` of a codegen frame a few levels up. Extern kernels'
-    lines hold their IR node; generated kernels' lines carry note_line's
-    attribute. None when no such line is found."""
+    line (an Inductor WrapperLine) is the `self` of a codegen frame a few
+    levels up. Extern kernels' lines hold their IR node; generated kernels'
+    lines carry note_line's attribute. None when no such line is found."""
     from torch._inductor import ir
+    from torch._inductor.codegen.wrapper import WrapperLine
 
     frame = sys._getframe(1)
     for _ in range(24):
         if frame is None:
             return None
         line = frame.f_locals.get("self")
-        if line is not None and type(line).__name__.endswith("Line"):
+        if isinstance(line, WrapperLine):
             writes = getattr(line, _WRITES, None)
             if writes is not None:
                 return writes
