@@ -27,10 +27,9 @@ from testmodels import findings  # noqa: E402
 
 
 def models() -> list[str]:
-    names = [*findings.CORRECT, "llama"]
-    if importlib.util.find_spec("torchvision") is not None:
-        names.append("resnet18")
-    return names
+    """The correct test models (ResNet-18 only where torchvision imports)."""
+    have_torchvision = importlib.util.find_spec("torchvision") is not None
+    return [n for n in findings.CORRECT if n != "resnet18" or have_torchvision]
 
 
 def measure(name: str, device: str, detail: bool) -> tuple[int, int]:

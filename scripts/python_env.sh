@@ -15,6 +15,13 @@ TRANSFORMERS_RELEASE=5.23.0
 RUFF_RELEASE=0.8.6
 # The release of pytest-xdist that spreads the suite over the cores.
 XDIST_RELEASE=3.8.0
+# torchvision's release for this torch, where one installs beside it here
+# (ResNet-18 in test_findings; PyPI's torchvision does not import beside the
+# 2.13.0 CPU wheel, so that run leaves the model out).
+case "$TORCH_RELEASE" in
+  2.14.1) TORCHVISION_RELEASE=0.29.1 ;;
+  *) TORCHVISION_RELEASE="" ;;
+esac
 venv=""
 if [ -n "${AOTI_DEBUG_PRINTER_PATCHED:-}" ]; then
   venv=.venv/torch-$TORCH_RELEASE-patched

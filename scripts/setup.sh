@@ -31,6 +31,10 @@ PY
 # pytest-xdist: the suite runs on every core (scripts/test.sh).
 python -m pip install -q pytest "pytest-xdist==$XDIST_RELEASE" \
   "transformers==$TRANSFORMERS_RELEASE" "ruff==$RUFF_RELEASE"
+# torchvision: ResNet-18, where a release of it imports beside this torch.
+if [ -n "$TORCHVISION_RELEASE" ]; then
+  python -m pip install -q "torchvision==$TORCHVISION_RELEASE"
+fi
 
 if [ -n "${WITH_CATCH2:-}" ] && [ ! -f /usr/include/catch2/catch.hpp ]; then
   apt-get update -qq && apt-get install -y -qq catch2 >/dev/null

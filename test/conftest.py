@@ -14,6 +14,10 @@ from pathlib import Path
 # One fresh Inductor cache for the session, set before torch is imported, so
 # every compile below is a real one and runs never see another's code.
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="adp-inductor-"))
+# What every pytest-xdist worker of this run shares: compiled packages and
+# the CMake build are made once, by the first worker that asks
+# (testmodels/shared.py).
+os.environ.setdefault("AOTI_DEBUG_PRINTER_TEST_SHARED", tempfile.mkdtemp(prefix="adp-shared-"))
 # Snapshots a test does not send elsewhere (the guard's, a level-1 run's) go
 # to a temporary directory, never into the checkout (upstream's default is
 # ./tmp/aoti_torch/).
@@ -22,6 +26,7 @@ os.environ.setdefault("AOTI_DEBUG_PRINTER_DUMP_DIR", tempfile.mkdtemp(prefix="ad
 import pytest  # noqa: E402
 import torch  # noqa: E402
 from testmodels import small  # noqa: E402  (test/ is on the path: pyproject's pythonpath)
+from testmodels.shared import shared  # noqa: E402
 
 import aoti_debug_printer  # noqa: E402
 
@@ -91,18 +96,18 @@ def compile_package(
 
 
 @pytest.fixture(scope="session")
-def package(tmp_path_factory):
-    """package(model, level, kernels=None) -> path of a .pt2, compiled once
-    per session with our printer installed."""
-    cache: dict[tuple, Path] = {}
+def package():
+    """package(model, level, kernels=None, device="cpu") -> path of a .pt2,
+    compiled once per test run with our printer installed."""
 
     def get(model_name: str, level: int, kernels: str | None = None, device: str = "cpu") -> Path:
-        key = (model_name, level, kernels, device)
-        if key not in cache:
-            path = tmp_path_factory.mktemp("pt2") / f"{model_name}-L{level}.pt2"
+        name = f"{model_name}-L{level}.pt2"
+
+        def make(directory: Path) -> None:
             aoti_debug_printer.install()
-            cache[key] = compile_package(model_name, level, path, kernels, device)
-        return cache[key]
+            compile_package(model_name, level, directory / name, kernels, device)
+
+        return shared(f"pt2-{model_name}-{level}-{kernels}-{device}", make) / name
 
     return get
 
@@ -137,26 +142,34 @@ def dump_dir(tmp_path):
 
 
 @pytest.fixture(scope="session")
-def cpp_build(tmp_path_factory) -> Path:
-    """The Catch2 tests and the C++ package loader, built by CMake."""
-    build = tmp_path_factory.mktemp("cmake")
-    subprocess.run(
-        [
-            "cmake",
-            "-S",
-            ROOT,
-            "-B",
-            build,
-            f"-DPython3_EXECUTABLE={sys.executable}",
-            "-DAOTI_DEBUG_PRINTER_BUILD_TESTS=ON",
-        ],
-        check=True,
-        capture_output=True,
-    )
-    jobs = str(os.cpu_count() or 1)
-    result = subprocess.run(["cmake", "--build", build, "-j", jobs], capture_output=True, text=True)
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
-    return build
+def cpp_build() -> Path:
+    """The Catch2 tests, the C++ package loader and the C++ custom op, built
+    by CMake once per test run (the library they link, not the Python
+    module)."""
+
+    def make(build: Path) -> None:
+        subprocess.run(
+            [
+                "cmake",
+                "-S",
+                ROOT,
+                "-B",
+                build,
+                f"-DPython3_EXECUTABLE={sys.executable}",
+                "-DAOTI_DEBUG_PRINTER_BUILD_TESTS=ON",
+            ],
+            check=True,
+            capture_output=True,
+        )
+        jobs = str(os.cpu_count() or 1)
+        result = subprocess.run(
+            ["cmake", "--build", build, "-j", jobs, "--target", "test_programs"],
+            capture_output=True,
+            text=True,
+        )
+        assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+
+    return shared("cmake", make)
 
 
 def custom_op_output_record(recs: list[dict], x, s) -> dict:

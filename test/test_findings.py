@@ -54,15 +54,19 @@ def names_the_planted_kernel(record, planted: set[str]) -> bool:
     return record.node in planted or "planted" in record.kernel
 
 
-def needs_transformers(name: str):
+def needs_packages_of(name: str):
+    """The packages a model comes from: transformers' GPT-2, BERT and Llama,
+    torchvision's ResNet-18."""
     if name in ("gpt2", "bert", "llama"):
         pytest.importorskip("transformers")
+    if name == "resnet18":
+        pytest.importorskip("torchvision")
 
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", findings.CORRECT)
 def test_correct_models_raise_no_alarm(name, device, tmp_path, record_property):
-    needs_transformers(name)
+    needs_packages_of(name)
     model, inputs, dynamic = findings.build(name, device=device)
     program = torch.export.export(model, inputs, dynamic_shapes=dynamic)
     a = compile_and_dump(program, inputs, tmp_path / "a")
@@ -142,7 +146,7 @@ def planted_cases(device: str):
     + [pytest.param("cuda", *c, marks=pytest.mark.gpu) for c in planted_cases("cuda")],
 )
 def test_a_planted_bug_is_named(name, position, kind, device):
-    needs_transformers(name)
+    needs_packages_of(name)
     model, inputs, dynamic = findings.build(name, plant_at=position, device=device, kind=kind)
     program = torch.export.export(model, inputs, dynamic_shapes=dynamic)
     with findings.wrong_lowering(kind):
@@ -398,7 +402,7 @@ def test_compare_rejects_a_file_that_is_not_a_dump(tmp_path):
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", ["pre_ln_transformer", "conv_bn", "gpt2"])
 def test_a_cpu_dump_and_a_cuda_dump_of_a_correct_program_are_silent(name, tmp_path):
-    needs_transformers(name)
+    needs_packages_of(name)
     model, inputs, _ = findings.build(name)
     cpu = compile_and_dump(torch.export.export(model, inputs), inputs, tmp_path / "cpu")
     model, inputs, _ = findings.build(name, device="cuda")
