@@ -14,10 +14,15 @@ from pathlib import Path
 # One fresh Inductor cache for the session, set before torch is imported, so
 # every compile below is a real one and runs never see another's code.
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="adp-inductor-"))
-# What every pytest-xdist worker of this run shares: compiled packages and
+# pytest-xdist keeps every core busy with a test process: Inductor's pool of
+# compile workers would only start one more process per test process (and
+# per child a test starts). It changes how kernels are compiled, not what.
+os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+# What every pytest-xdist worker of this run shares (not AOTI_DEBUG_PRINTER_*:
+# the shim names a variable of its prefix it does not know): compiled packages and
 # the CMake build are made once, by the first worker that asks
 # (testmodels/shared.py).
-os.environ.setdefault("AOTI_DEBUG_PRINTER_TEST_SHARED", tempfile.mkdtemp(prefix="adp-shared-"))
+os.environ.setdefault("ADP_TESTS_SHARED_DIR", tempfile.mkdtemp(prefix="adp-shared-"))
 # Snapshots a test does not send elsewhere (the guard's, a level-1 run's) go
 # to a temporary directory, never into the checkout (upstream's default is
 # ./tmp/aoti_torch/).

@@ -11,7 +11,8 @@ import pytest
 import torch
 from testmodels import small
 
-pytestmark = pytest.mark.slow
+# One worker builds the C++ programs (conftest: cpp_build) and runs what needs them.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("cpp_build")]
 
 
 def test_catch2_suite(cpp_build):

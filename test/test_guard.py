@@ -61,6 +61,7 @@ def test_op_that_changes_an_input_it_only_reads_is_named(package, tmp_path, dump
     torch.testing.assert_close(after, 2 * y.cpu())
 
 
+@pytest.mark.xdist_group("cpp_build")  # beside test_cpp: one build of the C++ op
 @pytest.mark.parametrize("device,kernel", FILL_ROWS_KERNELS)
 def test_op_that_writes_past_its_output_into_a_live_neighbour_is_named(
     package, tmp_path, load_kernel, device, kernel
@@ -89,6 +90,7 @@ def test_op_that_writes_past_its_output_into_a_live_neighbour_is_named(
     assert found["arg"] == b and found["culprit"].startswith(f"{op} (launch ")
 
 
+@pytest.mark.xdist_group("cpp_build")  # beside test_cpp: one build of the C++ op
 @pytest.mark.parametrize("device,kernel", FILL_ROWS_KERNELS)
 def test_the_same_op_writing_only_its_output_raises_no_alarm(
     package, tmp_path, load_kernel, device, kernel

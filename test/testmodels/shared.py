@@ -1,5 +1,5 @@
 """Builds and compiles that every pytest-xdist worker of one test run
-shares: test/conftest.py sets AOTI_DEBUG_PRINTER_TEST_SHARED, and each
+shares: test/conftest.py sets ADP_TESTS_SHARED_DIR, and each
 artifact is made there once, by the first worker that asks, while the
 others wait for it. Without the variable (a bench script), each is made
 afresh where it is asked for."""
@@ -21,7 +21,7 @@ def shared(key: str, make: Callable[[Path], object]) -> Path:
     """The directory `make(directory)` fills, made once per test run. Nothing
     a test changes may live there: a test that alters what it gets works on
     a copy."""
-    root = os.environ.get("AOTI_DEBUG_PRINTER_TEST_SHARED")
+    root = os.environ.get("ADP_TESTS_SHARED_DIR")
     if not root:
         directory = Path(tempfile.mkdtemp(prefix=f"adp-{key[:40]}-"))
         make(directory)
