@@ -16,8 +16,7 @@ from enum import Enum
 from functools import cache
 from typing import Any
 
-from .. import _native
-from .._native import shim
+from .._native import HEADER, shim
 from ..records import CALL_COMMENT
 from .filter import KernelFilter
 from .provenance import Held, Provenance, Writes
@@ -70,7 +69,7 @@ _CODE_OF_LEVEL = {
 def _cpp_preamble() -> str:
     # The installed header is the single definition of the ABI; the generated
     # wrapper gets its text, so no include path has to reach this package.
-    header = _native.HEADER.read_text()
+    header = HEADER.read_text()
     _C = shim()
 
     return (
