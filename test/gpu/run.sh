@@ -3,7 +3,8 @@
 # the torch installed there, then run the tests and the GPU benchmarks, logs
 # under LOGDIR.
 #   bash test/gpu/run.sh LOGDIR [all|tests|bench] [pytest args]
-# (WITH_IMA=0 leaves out the IMA comparison, BENCH_ARGS go to bench_gpu.py)
+# (WITH_IMA=0 leaves out the IMA comparison, BENCH_ARGS go to bench_gpu.py,
+# WHEELS=DIR builds a wheel there once and installs it in later calls)
 # "tests" runs the whole suite (the GPU tests included) and, beside it, the
 # IMA comparison (bench/ima_pinpoint.py: it times nothing); "bench" the
 # timed benchmark (bench/bench_gpu.py) on an otherwise idle GPU; "all" both.
@@ -24,14 +25,29 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 { python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0), "x", torch.cuda.device_count())'
   cmake --version | head -1
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; } 2>&1 | tee "$logs/env.txt"
-# A fresh build: a kept CMake cache would keep its old host compiler.
-rm -rf build
-python3 -m pip install -v --no-build-isolation . >"$logs/build.log" 2>&1 || { tail -60 "$logs/build.log"; exit 1; }
-grep -m1 "CUDA statistics kernel" "$logs/build.log" | tee -a "$logs/env.txt"
-# nvcc must compile host code with CXX: objects from another GCC crash in
-# this process (libstdc++ mismatch).
-grep -q "CUDA statistics kernel ON .*host compiler $(command -v "$CXX"))\$" "$logs/build.log" \
-  || { echo "no CUDA kernel, or nvcc's host compiler is not $CXX"; exit 1; }
+# WHEELS=DIR: a machine there starts bare, so one call builds a wheel into
+# DIR (kept from $OUT) and later calls install that wheel, not build again.
+wheels=${WHEELS:-}
+if [ -n "$wheels" ] && compgen -G "$wheels/aoti_debug_printer-*.whl" >/dev/null; then
+  python3 -m pip install -q --no-deps --force-reinstall "$wheels"/aoti_debug_printer-*.whl \
+    >"$logs/build.log" 2>&1 || { tail -60 "$logs/build.log"; exit 1; }
+  echo "installed the kept wheel $(basename "$wheels"/aoti_debug_printer-*.whl)" | tee -a "$logs/env.txt"
+else
+  # A fresh build: a kept CMake cache would keep its old host compiler.
+  rm -rf build
+  if [ -n "$wheels" ]; then
+    mkdir -p "$wheels"
+    python3 -m pip wheel -v --no-deps --no-build-isolation -w "$wheels" . >"$logs/build.log" 2>&1 \
+      && python3 -m pip install -q --no-deps --force-reinstall "$wheels"/aoti_debug_printer-*.whl >>"$logs/build.log" 2>&1
+  else
+    python3 -m pip install -v --no-build-isolation . >"$logs/build.log" 2>&1
+  fi || { tail -60 "$logs/build.log"; exit 1; }
+  grep -m1 "CUDA statistics kernel" "$logs/build.log" | tee -a "$logs/env.txt"
+  # nvcc must compile host code with CXX: objects from another GCC crash in
+  # this process (libstdc++ mismatch).
+  grep -q "CUDA statistics kernel ON .*host compiler $(command -v "$CXX"))\$" "$logs/build.log" \
+    || { echo "no CUDA kernel, or nvcc's host compiler is not $CXX"; exit 1; }
+fi
 rc=0
 if [ "$what" = all ] || [ "$what" = tests ]; then
   # Tests sharing a compiled package run on one worker (xdist groups); each
