@@ -149,8 +149,9 @@ def dump_dir(tmp_path):
 @pytest.fixture(scope="session")
 def cpp_build() -> Path:
     """The Catch2 tests, the C++ package loader and the C++ custom op, built
-    by CMake once per test run (the library they link, not the Python
-    module)."""
+    by CMake once per test run. The Catch2 tests link the installed library,
+    the one Python and compiled models load, rather than a second build of
+    it."""
 
     def make(build: Path) -> None:
         subprocess.run(
@@ -162,6 +163,7 @@ def cpp_build() -> Path:
                 build,
                 f"-DPython3_EXECUTABLE={sys.executable}",
                 "-DAOTI_DEBUG_PRINTER_BUILD_TESTS=ON",
+                f"-DAOTI_DEBUG_PRINTER_TEST_LIBRARY={aoti_debug_printer.library_path()}",
             ],
             check=True,
             capture_output=True,
