@@ -196,10 +196,11 @@ def custom_op_output_record(recs: list[dict], x, s) -> dict:
     return after[made]
 
 
-def fx_graph_cache_counts(argv: list, cache_dir: Path, autoload: str) -> list[str]:
-    """Runs a child Python (`argv` after the interpreter) that compiles and
-    prints "cache HITS MISSES" of Inductor's FX graph cache, with the
-    package's autoload on ("1") or off ("0"); returns [HITS, MISSES]."""
+def fx_graph_cache_counts(argv: list, cache_dir: Path, autoload: str) -> list[list[str]]:
+    """Runs a child Python (`argv` after the interpreter) that compiles, and
+    after each compile prints "cache HITS MISSES" of Inductor's FX graph
+    cache, with the package's autoload on ("1") or off ("0"); returns
+    [HITS, MISSES] of each compile."""
     done = subprocess.run(
         [sys.executable, *map(str, argv)],
         capture_output=True,
@@ -212,5 +213,4 @@ def fx_graph_cache_counts(argv: list, cache_dir: Path, autoload: str) -> list[st
         },
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    last = [line for line in done.stdout.splitlines() if line.startswith("cache ")][-1]
-    return last.split()[1:]
+    return [line.split()[1:] for line in done.stdout.splitlines() if line.startswith("cache ")]
