@@ -28,17 +28,11 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 # WHEELS=DIR: a machine there starts bare, so one call builds a wheel into
 # DIR (kept from $OUT) and later calls install that wheel, not build again.
 wheels=${WHEELS:-}
-if [ -n "$wheels" ] && compgen -G "$wheels/aoti_debug_printer-*.whl" >/dev/null; then
-  python3 -m pip install -q --no-deps --force-reinstall "$wheels"/aoti_debug_printer-*.whl \
-    >"$logs/build.log" 2>&1 || { tail -60 "$logs/build.log"; exit 1; }
-  echo "installed the kept wheel $(basename "$wheels"/aoti_debug_printer-*.whl)" | tee -a "$logs/env.txt"
-else
+if [ -z "$wheels" ] || ! compgen -G "$wheels/aoti_debug_printer-*.whl" >/dev/null; then
   # A fresh build: a kept CMake cache would keep its old host compiler.
   rm -rf build
   if [ -n "$wheels" ]; then
-    mkdir -p "$wheels"
-    python3 -m pip wheel -v --no-deps --no-build-isolation -w "$wheels" . >"$logs/build.log" 2>&1 \
-      && python3 -m pip install -q --no-deps --force-reinstall "$wheels"/aoti_debug_printer-*.whl >>"$logs/build.log" 2>&1
+    python3 -m pip wheel -v --no-deps --no-build-isolation -w "$wheels" . >"$logs/build.log" 2>&1
   else
     python3 -m pip install -v --no-build-isolation . >"$logs/build.log" 2>&1
   fi || { tail -60 "$logs/build.log"; exit 1; }
@@ -47,6 +41,11 @@ else
   # this process (libstdc++ mismatch).
   grep -q "CUDA statistics kernel ON .*host compiler $(command -v "$CXX"))\$" "$logs/build.log" \
     || { echo "no CUDA kernel, or nvcc's host compiler is not $CXX"; exit 1; }
+fi
+if [ -n "$wheels" ]; then
+  python3 -m pip install -q --no-deps --force-reinstall "$wheels"/aoti_debug_printer-*.whl \
+    >>"$logs/build.log" 2>&1 || { tail -60 "$logs/build.log"; exit 1; }
+  echo "installed $(basename "$wheels"/aoti_debug_printer-*.whl)" | tee -a "$logs/env.txt"
 fi
 rc=0
 if [ "$what" = all ] || [ "$what" = tests ]; then
