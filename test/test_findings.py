@@ -6,6 +6,8 @@ and runs, on CPU, and on CUDA where a GPU is present."""
 
 from __future__ import annotations
 
+import dataclasses
+import importlib.util
 import json
 import os
 import re
@@ -31,16 +33,20 @@ DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 UNFUSED = {"max_fusion_size": 1}
 
 
-def assert_guard_is_silent(package: Path, inputs, dump_root: Path) -> None:
-    """The write guard on a correct model: no alarm at either level (every
-    argument a kernel only reads, the buffers it never stores among them, is
-    unchanged after it), and outputs bit-identical to the guard off. Each
-    run loads the package afresh: a model may change its own buffers."""
+def guard_changes_no_output(package: Path, inputs, dump_root: Path) -> list[bool]:
+    """The write guard on a correct model: runs at either level raise no
+    alarm (every argument a kernel only reads, the buffers it never stores
+    among them, is unchanged after it; an alarm fails the run), and give
+    outputs bit-identical to the guard off: per output, whether they do.
+    Each run loads the package afresh: a model may change its own buffers."""
     off = torch._inductor.aoti_load_package(str(package))(*inputs)
+    same = [True] * len(off)
     for guard in (1, 2):
         with aoti_debug_printer.options(guard=guard, dump_dir=dump_root / f"guard{guard}"):
             on = torch._inductor.aoti_load_package(str(package))(*inputs)
-        assert len(on) == len(off) and all(torch.equal(x, y) for x, y in zip(off, on))
+        assert len(on) == len(off)
+        same = [s and torch.equal(x, y) for s, x, y in zip(same, off, on)]
+    return same
 
 
 def planted_nodes(program, kind: str) -> set[str]:
@@ -54,25 +60,106 @@ def names_the_planted_kernel(record, planted: set[str]) -> bool:
     return record.node in planted or "planted" in record.kernel
 
 
+def has_packages_of(name: str) -> bool:
+    """Whether the packages a model comes from import: transformers' GPT-2,
+    BERT and Llama, torchvision's ResNet-18."""
+    needs = {"gpt2": "transformers", "bert": "transformers", "llama": "transformers"}
+    needs["resnet18"] = "torchvision"
+    return name not in needs or importlib.util.find_spec(needs[name]) is not None
+
+
 def needs_packages_of(name: str):
-    """The packages a model comes from: transformers' GPT-2, BERT and Llama,
-    torchvision's ResNet-18."""
-    if name in ("gpt2", "bert", "llama"):
-        pytest.importorskip("transformers")
-    if name == "resnet18":
-        pytest.importorskip("torchvision")
+    if not has_packages_of(name):
+        pytest.skip(f"{name} needs a package this Python lacks")
 
 
+@dataclasses.dataclass
+class Judged:
+    """A program of findings.Parts, compiled and run, and what the tools
+    made of it: each test judges its own part."""
+
+    program: torch.export.ExportedProgram
+    parts: findings.PartsOfProgram
+    found: aoti_debug_printer.Divergence
+    comparison: aoti_debug_printer.Comparison | None = None
+    # Part key -> its output unchanged by the write guard.
+    guard_keeps_output: dict[str, bool] = dataclasses.field(default_factory=dict)
+
+    def divergence(self, key: str) -> aoti_debug_printer.Divergence:
+        return self.parts.divergence(self.found, key)
+
+
+def judge_correct_models(device: str, tmp: Path) -> Judged:
+    """Every correct model whose packages import, as the parts of one
+    program: compiled twice (Inductor's default, and every node its own
+    kernel), judged against eager, the two compiles compared, and run with
+    the write guard on."""
+    keys = [name for name in findings.CORRECT if has_packages_of(name)]
+    model, inputs, dynamic = findings.build_parts({k: {"name": k} for k in keys}, device)
+    program = torch.export.export(model, inputs, dynamic_shapes=dynamic)
+    a = compile_and_dump(program, inputs, tmp / "a")
+    b = compile_and_dump(program, inputs, tmp / "b", UNFUSED)
+    judged = Judged(
+        program,
+        findings.PartsOfProgram(program, a),
+        aoti_debug_printer.first_divergence_from_eager(program, dump=a),
+        aoti_debug_printer.compare(a, b),
+    )
+    same = guard_changes_no_output(a.with_suffix(".pt2"), inputs, tmp)
+    judged.guard_keeps_output = dict(zip(keys, same))
+    return judged
+
+
+def judge_planted_bugs(device: str, kind: str, tmp: Path) -> Judged:
+    """Every planted case of `kind` on `device` whose packages import, as
+    the parts of one program compiled with that kind's wrong lowering:
+    each part holds its own bug, and is judged against eager."""
+    cases = {
+        f"{name}_at_{position}": {"name": name, "plant_at": position, "kind": kind}
+        for name, position, k in planted_cases(device)
+        if k == kind and has_packages_of(name)
+    }
+    model, inputs, dynamic = findings.build_parts(cases, device)
+    program = torch.export.export(model, inputs, dynamic_shapes=dynamic)
+    with findings.wrong_lowering(kind):
+        dump = compile_and_dump(program, inputs, tmp / "dump")
+    found = aoti_debug_printer.first_divergence_from_eager(program, dump=dump)
+    return Judged(program, findings.PartsOfProgram(program, dump), found)
+
+
+@pytest.fixture(scope="module")
+def judged(tmp_path_factory):
+    """judged(what, *arguments) -> Judged: judge_correct_models or
+    judge_planted_bugs, made once per module (the tests of each stay on one
+    pytest-xdist worker)."""
+    made: dict[tuple, Judged] = {}
+
+    def get(what, *arguments) -> Judged:
+        key = (what.__name__, *arguments)
+        if key not in made:
+            made[key] = what(*arguments, tmp_path_factory.mktemp(what.__name__))
+        return made[key]
+
+    return get
+
+
+@pytest.mark.xdist_group("correct_models")
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", findings.CORRECT)
-def test_correct_models_raise_no_alarm(name, device, tmp_path, record_property):
+def test_correct_models_raise_no_alarm(name, device, judged, record_property):
     needs_packages_of(name)
-    model, inputs, dynamic = findings.build(name, device=device)
-    program = torch.export.export(model, inputs, dynamic_shapes=dynamic)
-    a = compile_and_dump(program, inputs, tmp_path / "a")
-    b = compile_and_dump(program, inputs, tmp_path / "b", UNFUSED)
+    every = judged(judge_correct_models, device)
+    # The whole program first: no false alarm, whatever part a value is of
+    # (Inductor fuses across parts, so a value no node names may be of a
+    # launch of two), and every value that holds a node is of one part.
+    assert every.found.first is None, format_divergence(every.found)
+    written, compared, reasons = every.found.coverage()
+    assert written == compared + sum(reasons.values()) and compared >= 0.98 * written
+    assert not [r for r in every.parts.unattributed(every.found) if r.node]
 
-    found = aoti_debug_printer.first_divergence_from_eager(program, dump=a)
+    found = every.divergence(name)
+    program = every.program
+
     written, compared, reasons = found.coverage()
     assert found.first is None, f"false alarm on {name}:\n{format_divergence(found)}"
     # Checked something real, and every value left out is accounted for.
@@ -87,18 +174,19 @@ def test_correct_models_raise_no_alarm(name, device, tmp_path, record_property):
     # though the call allocates its output itself (an output handle) or
     # leaves its bias to the next kernel (CUDA): else an error of either is
     # put down to the kernel after it.
-    judged = {m.node.split("/")[0] for m in found.matches}
+    judged_nodes = {m.node.split("/")[0] for m in found.matches}
     calls = {
         n.name
         for n in program.graph.nodes
         if getattr(n.target, "overloadpacket", None)
         in (torch.ops.aten.conv2d, torch.ops.aten.scaled_dot_product_attention)
+        and every.parts.of_node.get(n.name) == name
     }
-    assert calls <= judged, (calls - judged, format_divergence(found))
+    assert calls <= judged_nodes, (calls - judged_nodes, format_divergence(found))
 
-    assert_guard_is_silent(a.with_suffix(".pt2"), inputs, tmp_path)
+    assert every.guard_keeps_output[name]
 
-    c = aoti_debug_printer.compare(a, b)
+    c = every.parts.comparison(every.comparison, name)
     assert c.matched_by == "node"
     assert c.first is None, f"false alarm on {name}:\n{format_comparison(c)}"
     # compare matches values by node; values judged by a formula have none.
@@ -140,26 +228,29 @@ def planted_cases(device: str):
     return cases
 
 
+@pytest.mark.xdist_group("planted_bugs")
 @pytest.mark.parametrize(
     "device,name,position,kind",
     [("cpu", *c) for c in planted_cases("cpu")]
     + [pytest.param("cuda", *c, marks=pytest.mark.gpu) for c in planted_cases("cuda")],
 )
-def test_a_planted_bug_is_named(name, position, kind, device):
+def test_a_planted_bug_is_named(name, position, kind, device, judged):
     needs_packages_of(name)
-    model, inputs, dynamic = findings.build(name, plant_at=position, device=device, kind=kind)
-    program = torch.export.export(model, inputs, dynamic_shapes=dynamic)
-    with findings.wrong_lowering(kind):
-        found = aoti_debug_printer.first_divergence_from_eager(program)
+    every = judged(judge_planted_bugs, device, kind)
+    key = f"{name}_at_{position}"
+    found = every.divergence(key)
     assert found.first is not None, (
         f"{kind} in {name} at {position} not found:\n" + format_divergence(found)
     )
-    assert names_the_planted_kernel(
-        found.first.record, planted_nodes(program, kind)
-    ), format_divergence(found)
+    planted = {n for n in planted_nodes(every.program, kind) if every.parts.of_node[n] == key}
+    assert len(planted) == 1
+    assert names_the_planted_kernel(found.first.record, planted), format_divergence(found)
     # Every value written before it is within the bar.
     before = [m for m in found.matches if m.record.launch < found.first.record.launch]
     assert not any(m.diverged for m in before)
+    # The whole program's first divergence is one of the planted kernels.
+    first = every.found.first
+    assert first is not None and "planted" in (first.record.kernel + first.node)
 
 
 @pytest.mark.parametrize("kind", ["tanh_gelu", "gelu_constant", "bf16_reduction"])

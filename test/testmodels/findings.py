@@ -22,6 +22,8 @@ and name the planted op's kernel when one is planted."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import inspect
 import shutil
 from pathlib import Path
 
@@ -497,6 +499,104 @@ def build(name: str, plant_at: int | None = None, device: str = "cpu", kind: str
         model = model.to(dtype)
         inputs = tuple(t.to(dtype) if t.is_floating_point() else t for t in inputs)
     return model, inputs, dynamic
+
+
+class Parts(torch.nn.Module):
+    """Independent models as the parts of one program: each part takes its
+    own inputs and gives its own output, and no value flows between parts.
+    An AOTInductor compile costs about 9 s of g++ on its wrapper whatever
+    the model (docs/testing.md), so the suite compiles the correct models,
+    and the planted bugs of one kind, as one program each; every part is
+    then judged on its own values (`PartsOfProgram`)."""
+
+    def __init__(self, parts: dict[str, tuple[torch.nn.Module, int]]) -> None:
+        super().__init__()
+        self.parts = torch.nn.ModuleDict({key: model for key, (model, _) in parts.items()})
+        self.arity = [n for _, n in parts.values()]
+
+    def forward(self, *inputs):
+        outputs, start = [], 0
+        for part, n in zip(self.parts.values(), self.arity):
+            outputs.append(part(*inputs[start : start + n]))
+            start += n
+        return tuple(outputs)
+
+
+def build_parts(cases: dict[str, dict], device: str = "cpu"):
+    """(Parts, inputs, dynamic_shapes) of `cases`: part key -> build()'s
+    arguments. Each part is what build() makes of its case, same weights."""
+    models, inputs, dynamic = {}, [], []
+    for key, arguments in cases.items():
+        model, part_inputs, part_dynamic = build(**arguments, device=device)
+        models[key] = (model, len(part_inputs))
+        inputs += part_inputs
+        names = list(inspect.signature(model.forward).parameters)[: len(part_inputs)]
+        dynamic += [(part_dynamic or {}).get(name) for name in names]
+    shapes = (tuple(dynamic),) if any(dynamic) else None
+    return Parts(models).eval().to(device), tuple(inputs), shapes
+
+
+class PartsOfProgram:
+    """Which part of a Parts program each value of a dump belongs to: a node
+    by the module it was traced in (`parts.KEY`), a value no node names by
+    its launch where that launch is of one part (any node its records name,
+    or weight it reads, says which; Inductor may fuse ops of two parts into
+    one kernel)."""
+
+    def __init__(self, program, dump) -> None:
+        self.of_node: dict[str, str] = {}
+        for n in program.graph.nodes:
+            for path, _ in (n.meta.get("nn_module_stack") or {}).values():
+                head, _, rest = path.partition(".")
+                if head == "parts" and rest:
+                    self.of_node[n.name] = rest.split(".")[0]
+                    break
+        # The wrapper names a weight or buffer by its name with "_" for ".".
+        of_constant = {
+            name.replace(".", "_"): name.split(".")[1]
+            for name in {**program.state_dict, **program.constants}
+            if name.startswith("parts.")
+        }
+        self.of_launch: dict[tuple, set[str]] = {}
+        for r in aoti_debug_printer.load_dump(dump).records:
+            part = self.of_node.get((r.node or "").split("/")[0], of_constant.get(r.arg))
+            if part is not None:
+                self.of_launch.setdefault((r.rank, r.run, r.launch), set()).add(part)
+
+    def of(self, record, node: str | None = None, by_launch: bool = True) -> str | None:
+        """The part `record` (judged as `node`, where given) belongs to, or
+        None where that is not known for sure. `by_launch`: the record is of
+        the dump this was made with."""
+        for name in (node, record.node):
+            if name and name.split("/")[0] in self.of_node:
+                return self.of_node[name.split("/")[0]]
+        if not by_launch:
+            return None
+        parts = self.of_launch.get((record.rank, record.run, record.launch), set())
+        return next(iter(parts)) if len(parts) == 1 else None
+
+    def divergence(self, found, key: str):
+        """`found` (of the whole program) restricted to part `key`'s values."""
+        return aoti_debug_printer.Divergence(
+            [m for m in found.matches if self.of(m.record, m.node) == key],
+            [u for u in found.unmatched if self.of(u.record) == key],
+            found.environment,
+        )
+
+    def unattributed(self, found) -> list:
+        """The records of the values of `found` no part can be told for."""
+        return [m.record for m in found.matches if self.of(m.record, m.node) is None] + [
+            u.record for u in found.unmatched if self.of(u.record) is None
+        ]
+
+    def comparison(self, c, key: str):
+        """A Comparison (matched by node) restricted to part `key`'s values."""
+        return dataclasses.replace(
+            c,
+            compared=[d for d in c.compared if self.of(d.a, by_launch=False) == key],
+            only_a=[r for r in c.only_a if self.of(r, by_launch=False) == key],
+            only_b=[r for r in c.only_b if self.of(r, by_launch=False) == key],
+        )
 
 
 def numerics(setting: str):
