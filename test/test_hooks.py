@@ -104,14 +104,18 @@ def trees(tmp_path_factory) -> dict[str, dict[str, list]]:
 
 
 def run_child(tmp_path: Path, name: str, overlay: dict, hooks: str) -> tuple[dict, Path]:
-    """CHILD with AOTI_DEBUG_PRINTER_HOOKS=hooks."""
+    """CHILD with AOTI_DEBUG_PRINTER_HOOKS=hooks. Every child generates its
+    code afresh (the FX graph and AOTAutograd caches off), through its own
+    way in; what a way in does not change (the VecISA check, compiled
+    kernels) comes from the test run's Inductor cache."""
     dump = tmp_path / name
     done = subprocess.run(
         [sys.executable, "-c", CHILD, json.dumps(overlay), dump, tmp_path / f"{name}.pt2"],
         env={
             **os.environ,
             "PYTHONPATH": str(HERE),
-            "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / f"{name}-cache"),
+            "TORCHINDUCTOR_FX_GRAPH_CACHE": "0",
+            "TORCHINDUCTOR_AUTOGRAD_CACHE": "0",
             "AOTI_DEBUG_PRINTER_HOOKS": hooks,
         },
         capture_output=True,
