@@ -1,5 +1,7 @@
-"""Ranks: two processes of one torch.distributed job, each running an
-AOTI-compiled model into one shared dump directory.
+"""Ranks: processes of one torch.distributed job (gloo here, NCCL on two
+GPUs), each running an AOTI-compiled model into one shared dump directory,
+and `compare --ranks` on that dump: silent on replicas, and naming the rank
+that leaves the others, by majority, with three.
 
 This file is also the ranks' program:
     python test/test_ranks.py PACKAGE MODEL   (RANK, WORLD_SIZE, ... from the environment)
@@ -10,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -17,6 +20,8 @@ from pathlib import Path
 
 import pytest
 import torch
+
+import aoti_debug_printer
 
 pytestmark = pytest.mark.slow
 HERE = Path(__file__).resolve().parent
@@ -28,16 +33,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_ranks(package: Path, model: str, backend: str, dump: Path, **env) -> list[str]:
-    """Starts both ranks, as torchrun would, and returns their stdout."""
+def run_ranks(
+    package: Path, model: str, backend: str, dump: Path, world: int = 2, **env
+) -> list[str]:
+    """Starts `world` ranks, as torchrun would, and returns their stdout."""
     port = str(free_port())
     procs = []
-    for rank in range(2):
+    for rank in range(world):
         rank_env = dict(
             os.environ,
             RANK=str(rank),
             LOCAL_RANK=str(rank),
-            WORLD_SIZE="2",
+            WORLD_SIZE=str(world),
             MASTER_ADDR="127.0.0.1",
             MASTER_PORT=port,
             AOTI_DEBUG_PRINTER_DUMP_DIR=str(dump),
@@ -94,6 +101,61 @@ def check_two_ranks(package: Path, tmp_path: Path, backend: str, model: str) -> 
 
 def test_two_gloo_ranks_record_and_save_apart(package, tmp_path):
     check_two_ranks(package("mlp", 1), tmp_path, backend="gloo", model="mlp")
+    # Replicas on the same inputs: compare --ranks finds nothing, bit for bit.
+    done = cli("compare", tmp_path / "shared", "--ranks")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "no divergence across ranks 0, 1" in done.stdout
+    assert "bit for bit: every value judged is identical across ranks 0, 1" in done.stdout
+    # Each rank on its own data: every value is rank-local, counted, not judged.
+    own = tmp_path / "own"
+    run_ranks(package("mlp", 1), "mlp", "gloo", own, ADP_OWN_INPUTS="1")
+    done = cli("compare", own, "--ranks")
+    assert done.returncode == 0, done.stdout + done.stderr
+    values = int(re.search(r"ranks 0, 1: (\d+) values each", done.stdout).group(1))
+    assert f"rank-local: {values} values (model inputs that differ" in done.stdout, done.stdout
+
+
+def cli(*args) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "aoti_debug_printer._cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+    )
+
+
+def test_three_gloo_ranks_name_the_rank_that_leaves_the_others(package, tmp_path):
+    """The op is wrong on rank 0 only: the majority (ranks 1 and 2) is the
+    reference, so rank 0 is named, at the op, not the lowest rank's peers."""
+    dump = tmp_path / "dump"
+    outs = run_ranks(package("rank_shift", 1), "rank_shift", "gloo", dump, 3, ADP_WRONG_RANK="0")
+    assert [f"rank {k} finished" in out for k, out in enumerate(outs)] == [True] * 3
+    done = cli("compare", dump, "--ranks")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "reference: ranks 1, 2" in done.stdout
+    first = re.search(r"^FIRST DIVERGENCE ACROSS RANKS: (.*)$", done.stdout, re.M)
+    assert first, done.stdout
+    assert first.group(1).startswith("rank 0 leaves ranks 1, 2 at node rank_shift: "), done.stdout
+    assert "adp_models::rank_shift" in first.group(1)
+    # Only the first: what reads its output differs by what it carried in.
+    assert done.stdout.count("leaves") == 1, done.stdout
+    found = aoti_debug_printer.compare_ranks(dump)
+    assert found.reference == [1, 2] and found.first.rank == 0
+    assert found.first.difference.b.kernel == "adp_models::rank_shift"
+
+    # The ranks without it agree; one rank, or one the dump lacks: one line.
+    done = cli("compare", dump, "--ranks", "1,2")
+    assert done.returncode == 0 and "no divergence across ranks 1, 2" in done.stdout
+    for args, said in (
+        (["--ranks", "0"], "needs two ranks or more"),
+        (["--ranks", "0,7"], "rank 7 not in the dump"),
+        (["--ranks", "one"], "give ranks as 0,3"),
+        ([], "two dumps, A and B, or one dump and --ranks"),
+        ([dump, "--ranks"], "no B, --rtol or --atol"),
+    ):
+        done = cli("compare", dump, *args)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        (line,) = done.stderr.strip().splitlines()
+        assert said in line, line
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,11 +181,13 @@ def main(argv: list[str] | None = None) -> int:
         from testmodels import small
 
         _, inputs = small.build(args.model)
+        if os.environ.get("ADP_OWN_INPUTS"):  # data parallel: each rank its own batch
+            inputs = tuple(t + rank for t in inputs)
         compiled = torch._inductor.aoti_load_package(args.package)
         check = torch.ones(1)
     compiled(*inputs)
     dist.all_reduce(check)
-    assert check.item() == 2
+    assert check.item() == dist.get_world_size()
     # Both ranks leave together: a rank tearing gloo down while its peer is
     # still connected can abort in gloo's threads.
     dist.barrier()

@@ -1,6 +1,7 @@
 """The `aoti-debug` command: from printed records to the kernel that went wrong.
 
 aoti-debug compare A B [--rtol R] [--atol A] [--top N] [--strict]
+aoti-debug compare DUMP --ranks [0,3]
 aoti-debug report DUMP [-o report.html] [--against DUMP]
 aoti-debug diverge PROGRAM.pt2 [--import MODULE]... [--inputs FILE] [--dump DUMP] [--quiet]
                    [--repro DIR [--package MODEL.pt2]] [--runs N]
@@ -23,6 +24,10 @@ warnings.filterwarnings("ignore", "Failed to initialize NumPy", UserWarning)
 def _compare(args) -> int:
     from .tools.compare import compare, format_comparison
 
+    if args.ranks is not None:
+        return _compare_ranks(args)
+    if args.b is None:
+        raise ValueError("compare needs two dumps, A and B, or one dump and --ranks")
     c = compare(args.a, args.b, rtol=args.rtol, atol=args.atol)
     sys.stdout.write(format_comparison(c, top=args.top))
     if not c.compared:
@@ -32,6 +37,22 @@ def _compare(args) -> int:
     # fusions): they fail the run only when asked.
     one_sided = bool(c.only_a or c.only_b)
     return 1 if c.diverged or (args.strict and one_sided) else 0
+
+
+def _compare_ranks(args) -> int:
+    from .tools.ranks import compare_ranks, format_ranks
+
+    if args.b is not None or args.rtol is not None or args.atol is not None:
+        raise ValueError("--ranks compares the ranks of one dump: no B, --rtol or --atol")
+    ranks = None
+    if args.ranks != "all":
+        try:
+            ranks = [int(k) for k in args.ranks.split(",")]
+        except ValueError:
+            raise ValueError(f"--ranks {args.ranks}: give ranks as 0,3 (or none for all)") from None
+    rc = compare_ranks(args.a, ranks)
+    sys.stdout.write(format_ranks(rc))
+    return 1 if rc.first is not None else 0
 
 
 def _report(args) -> int:
@@ -108,7 +129,14 @@ def main(argv: list[str] | None = None) -> int:
 
     p = sub.add_parser("compare", help="first kernel whose outputs differ between two dumps")
     p.add_argument("a", help="reference: a level-1 dump directory or a JSON-lines records file")
-    p.add_argument("b", help="the dump to check against A")
+    p.add_argument("b", nargs="?", help="the dump to check against A")
+    p.add_argument(
+        "--ranks",
+        nargs="?",
+        const="all",
+        metavar="0,3",
+        help="compare the ranks of dump A with each other (all, or those listed)",
+    )
     p.add_argument("--rtol", type=float, help="relative tolerance (default: per dtype)")
     p.add_argument("--atol", type=float, help="absolute tolerance (default: per dtype)")
     p.add_argument("--top", type=int, default=10, help="rows of the worst-offenders table")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import torch
 
 
@@ -117,6 +119,34 @@ class FillRows(torch.nn.Module):
         return a.sum(0) + b.sum(0) * 2
 
 
+# An op that is wrong on one rank only, as a faulty GPU or a rank-dependent
+# code path is: on the rank ADP_WRONG_RANK names, it adds 1e-3.
+_LIBRARY.define("rank_shift(Tensor x) -> Tensor")
+
+
+def _rank_shift(x):
+    wrong = os.environ.get("ADP_WRONG_RANK") == os.environ.get("RANK", "0")
+    return x + 1e-3 if wrong else x.clone()
+
+
+for _key in ("CPU", "CUDA"):
+    _LIBRARY.impl("rank_shift", _rank_shift, _key)
+_LIBRARY.impl("rank_shift", lambda x: torch.empty_like(x), "Meta")
+
+
+class RankShift(torch.nn.Module):
+    """A fused kernel, the rank-conditional op, then kernels that read its
+    output: every rank runs the same compiled code on the same inputs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(8, 8))
+
+    def forward(self, x):
+        h = torch.ops.adp_models.rank_shift(torch.relu(x @ self.weight))
+        return torch.tanh(h * 2).sum(1)
+
+
 def build(name: str, device: str = "cpu"):
     torch.manual_seed(0)
     model = {
@@ -125,6 +155,7 @@ def build(name: str, device: str = "cpu"):
         "twice_mm": TwiceMM,
         "dynamic": Dynamic,
         "nan_maker": NanMaker,
+        "rank_shift": RankShift,
         "custom_op": CustomOp,
         "undeclared_mutation": UndeclaredMutation,
         "fills_rows": FillRows,
@@ -133,7 +164,7 @@ def build(name: str, device: str = "cpu"):
         "cpp_writes_past": lambda: FillRows(past=1, library="adp_cpp"),
     }[name]()
     model = model.eval().to(device)
-    if name in ("mlp", "nan_maker"):
+    if name in ("mlp", "nan_maker", "rank_shift"):
         inputs = (torch.randn(3, 8),)
     elif name == "dynamic":
         inputs = (torch.randn(5, 3),)

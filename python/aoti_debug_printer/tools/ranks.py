@@ -1,0 +1,212 @@
+"""Comparing the ranks of one job: the ranks of a torch.distributed job
+share a dump directory, and the values that should agree across them (the
+same node, run and occurrence) are held against each other, rank by rank,
+with compare's criterion. The ranks that agree with the most others are the
+reference, so with three or more ranks one faulty rank is named as the odd
+one out, at the first kernel, in launch order, where it leaves them.
+
+What a rank computes from its own data is rank-local by design, not a
+divergence: a model input that differs across ranks, and every value
+computed from one, are counted apart and never judged."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..records import Phase
+from .compare import UNNAMED, Comparison, Difference, _inputs_of, _node_keyed, compare
+from .dumps import Dump, load_dump
+
+
+@dataclass
+class RankDivergence:
+    """Where `rank` leaves the reference ranks first: `difference.a` is the
+    first reference rank's value, `difference.b` this rank's."""
+
+    rank: int
+    difference: Difference
+
+
+@dataclass
+class RanksComparison:
+    source: Path
+    ranks: list[int]
+    # The ranks that agree with the most others (ties: the lowest rank's).
+    reference: list[int]
+    # Each other rank against the first reference rank.
+    against_first: dict[int, Comparison]
+    # Every pair of ranks (lower, higher): whether their judged values agree.
+    agree: dict[tuple[int, int], bool]
+    # Per rank outside the first reference rank: values rank-local by design.
+    rank_local: dict[int, list[Difference]] = field(default_factory=dict)
+    # Values each rank holds, of those matched by node.
+    values: int = 0
+
+    @property
+    def diverged(self) -> list[RankDivergence]:
+        """The ranks that leave the reference, each at its first divergence,
+        in launch order."""
+        out = []
+        for rank, c in self.against_first.items():
+            if rank in self.reference:
+                continue
+            first = next((d for d in judged(c, self.rank_local[rank]) if d.diverged), None)
+            if first is not None:
+                out.append(RankDivergence(rank, first))
+        return sorted(out, key=lambda r: (r.difference.a.run, r.difference.a.launch))
+
+    @property
+    def first(self) -> RankDivergence | None:
+        return self.diverged[0] if self.diverged else None
+
+
+def judged(c: Comparison, rank_local: list[Difference]) -> list[Difference]:
+    local = {id(d) for d in rank_local}
+    return [d for d in c.compared if id(d) not in local]
+
+
+def rank_view(dump: Dump, rank: int) -> Dump:
+    """The records of one rank, as a dump of its own (rank 0), so compare
+    matches them with another rank's."""
+
+    def as_rank_0(r):
+        return dataclasses.replace(r, tensor=dataclasses.replace(r.tensor, rank=0))
+
+    return Dump(
+        Path(f"{dump.source}#rank{rank}"),
+        [as_rank_0(r) for r in dump.records if r.rank == rank],
+        [],
+        {(0, run): e for (k, run), e in dump.environments.items() if k == rank},
+    )
+
+
+def _rank_local(c: Comparison, reference: Dump) -> list[Difference]:
+    """The values of `c` that are rank-local by design: model inputs that
+    differ, and the values whose kernel read one (or read something no
+    node names after one was written), in launch order."""
+    reads = _inputs_of(reference)
+    local: set[tuple] = set()
+    out = []
+    for d in c.compared:
+        a = d.a
+        if a.phase is Phase.MODEL_INPUT:
+            what = ("input", a.arg)
+            is_local = d.identical is False or d.rel_rms > 0 or bool(d.mismatches)
+        else:
+            what = ("node", a.node)
+            read = reads.get((0, a.run, a.launch), set())
+            is_local = bool(read & local) or (UNNAMED in read and bool(local))
+        if is_local:
+            local.add(what)
+            out.append(d)
+    return out
+
+
+def compare_ranks(source: str | Path | Dump, ranks: list[int] | None = None) -> RanksComparison:
+    """Holds the ranks of one dump against each other; `ranks`: which (by
+    default every rank the dump holds). A ValueError in one line where the
+    dump holds fewer than two of them."""
+    dump = source if isinstance(source, Dump) else load_dump(source)
+    present = sorted({r.rank for r in dump.records})
+    if ranks is None:
+        ranks = present
+    missing = sorted(set(ranks) - set(present))
+    if missing:
+        raise ValueError(
+            f"rank {', '.join(map(str, missing))} not in the dump (it holds ranks "
+            f"{', '.join(map(str, present)) or 'none'})"
+        )
+    ranks = sorted(set(ranks))
+    if len(ranks) < 2:
+        raise ValueError(
+            f"--ranks needs two ranks or more; the dump holds rank "
+            f"{', '.join(map(str, present)) or 'none'}"
+        )
+    if not dump.has_provenance:
+        raise ValueError("ranks are matched by node: this dump's records say no node")
+    views = {k: rank_view(dump, k) for k in ranks}
+    agree = {}
+    for i in ranks:
+        for j in ranks:
+            if i < j:
+                c = compare(views[i], views[j])
+                local = _rank_local(c, views[i])
+                agree[(i, j)] = not any(d.diverged for d in judged(c, local))
+    group = {k: [j for j in ranks if j == k or agree[(min(j, k), max(j, k))]] for k in ranks}
+    reference = max(group.values(), key=lambda g: (len(g), -g[0]))
+    first = reference[0]
+    against, rank_local = {}, {}
+    for k in ranks:
+        if k != first:
+            against[k] = compare(views[first], views[k])
+            rank_local[k] = _rank_local(against[k], views[first])
+    values = len(_node_keyed(views[first])[0])
+    return RanksComparison(dump.source, ranks, reference, against, agree, rank_local, values)
+
+
+def _ranks(ranks: list[int]) -> str:
+    return ("ranks " if len(ranks) > 1 else "rank ") + ", ".join(map(str, ranks))
+
+
+def format_ranks(rc: RanksComparison) -> str:
+    lines = [
+        f"dump: {rc.source}",
+        f"{_ranks(rc.ranks)}: {rc.values} values each, matched by node across ranks",
+    ]
+    local = max((len(v) for v in rc.rank_local.values()), default=0)
+    if local:
+        lines.append(
+            f"rank-local: {local} values (model inputs that differ across ranks, and what is "
+            "computed from them): each rank's own data, not judged"
+        )
+    outside = [k for k in rc.ranks if k not in rc.reference]
+    if len(rc.ranks) > 2 or not outside:
+        lines.append(f"reference: {_ranks(rc.reference)} (the ranks that agree with the most)")
+    diverged = rc.diverged
+    if not diverged:
+        lines.append(
+            f"no divergence across {_ranks(rc.ranks)}: no value leaves the others beyond what "
+            "its inputs and the runs' numerics explain"
+        )
+    for n, r in enumerate(diverged):
+        d = r.difference
+        where = f"node {d.a.node}: {d.b.kernel or 'model input'} (launch {d.b.launch}) {d.b.arg}"
+        if len(rc.ranks) == 2:
+            head = f"ranks {rc.ranks[0]} and {rc.ranks[1]} part"
+        else:
+            head = f"rank {r.rank} leaves {_ranks(rc.reference)}"
+        lines.append(f"{'also' if n else 'FIRST DIVERGENCE ACROSS RANKS'}: {head} at {where}")
+        lines.append(
+            f"  relative RMS {d.rel_rms:.3g} against {_ranks([rc.reference[0]])}, "
+            f"{d.ratio:.3g} times the bar (what its inputs carried: {d.inputs_rms:.3g})"
+        )
+    if len(rc.ranks) == 2 and diverged:
+        lines.append("  two ranks: no majority tells which of them is wrong; run three or more")
+    lines.extend(_bitwise(rc))
+    return "\n".join(lines) + "\n"
+
+
+def _bitwise(rc: RanksComparison) -> list[str]:
+    """Whether the ranks hold the same bits, apart from the noise verdict:
+    replicas on the same inputs should, unless a kernel is not deterministic."""
+    out = []
+    for k, c in sorted(rc.against_first.items()):
+        differ = next((d for d in judged(c, rc.rank_local[k]) if d.identical is False), None)
+        if differ is not None:
+            out.append(
+                f"bit for bit: rank {k} first differs from rank {rc.reference[0]} at node "
+                f"{differ.a.node} ({differ.b.kernel or 'model input'}, launch "
+                f"{differ.b.launch})" + ("" if differ.diverged else ", within the noise")
+            )
+    same = [k for k in rc.ranks if k not in rc.against_first or not _differs_bitwise(rc, k)]
+    if not out:
+        out.append(f"bit for bit: every value judged is identical across {_ranks(rc.ranks)}")
+    elif len(same) > 1:
+        out.append(f"bit for bit: {_ranks(same)} are identical")
+    return out
+
+
+def _differs_bitwise(rc: RanksComparison, k: int) -> bool:
+    return any(d.identical is False for d in judged(rc.against_first[k], rc.rank_local[k]))
