@@ -191,7 +191,7 @@ def _bitwise_equal(ta, tb) -> bool:
     return torch.equal(ta.view(torch.uint8), tb.view(torch.uint8))
 
 
-def _node_keyed(dump: Dump) -> tuple[dict[tuple, Record], dict[str, list[Record]]]:
+def node_keyed(dump: Dump) -> tuple[dict[tuple, Record], dict[str, list[Record]]]:
     """Model inputs and the values kernels wrote that hold a node, keyed by
     (rank, run, what, occurrence); the other written values by reason."""
     keyed: dict[tuple, Record] = {}
@@ -219,9 +219,9 @@ def _node_keyed(dump: Dump) -> tuple[dict[tuple, Record], dict[str, list[Record]
 UNNAMED = ("unnamed",)
 
 
-def _inputs_of(dump: Dump) -> dict[tuple, set[tuple]]:
+def inputs_of(dump: Dump) -> dict[tuple, set[tuple]]:
     """(rank, run, launch) -> what that launch read: the nodes its read
-    arguments held before it, and the model inputs, as _node_keyed's `what`;
+    arguments held before it, and the model inputs, as node_keyed's `what`;
     UNNAMED where it read something else."""
     model_inputs = {r.arg for r in dump.records if r.phase is Phase.MODEL_INPUT}
     reads: dict[tuple, set[tuple]] = {}
@@ -275,8 +275,8 @@ def compare(
     db = b if isinstance(b, Dump) else load_dump(b)
     by_node = da.has_provenance and db.has_provenance
     if by_node:
-        in_a, not_comparable = _node_keyed(da)
-        in_b, _ = _node_keyed(db)
+        in_a, not_comparable = node_keyed(da)
+        in_b, _ = node_keyed(db)
     else:
         in_a = {}
         for r in da.records:
@@ -285,7 +285,7 @@ def compare(
         in_b = {r.key: r for r in db.records if r.phase in COMPARED_PHASES}
         not_comparable = {}
     env_a, env_b = da.environment(0), db.environment(0)
-    reads = _inputs_of(da) if by_node else {}
+    reads = inputs_of(da) if by_node else {}
     compared: list[Difference] = []
     only_a: list[Record] = []
     seen: dict[tuple, Difference] = {}  # (rank, run, what) -> its first difference

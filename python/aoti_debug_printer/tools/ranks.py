@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..records import Phase
-from .compare import UNNAMED, Comparison, Difference, _inputs_of, _node_keyed, compare
+from .compare import UNNAMED, Comparison, Difference, compare, inputs_of, node_keyed
 from .dumps import Dump, load_dump
 
 
@@ -86,7 +86,7 @@ def _rank_local(c: Comparison, reference: Dump) -> list[Difference]:
     """The values of `c` that are rank-local by design: model inputs that
     differ, and the values whose kernel read one (or read something no
     node names after one was written), in launch order."""
-    reads = _inputs_of(reference)
+    reads = inputs_of(reference)
     local: set[tuple] = set()
     out = []
     for d in c.compared:
@@ -142,7 +142,7 @@ def compare_ranks(source: str | Path | Dump, ranks: list[int] | None = None) -> 
         if k != first:
             against[k] = compare(views[first], views[k])
             rank_local[k] = _rank_local(against[k], views[first])
-    values = len(_node_keyed(views[first])[0])
+    values = len(node_keyed(views[first])[0])
     return RanksComparison(dump.source, ranks, reference, against, agree, rank_local, values)
 
 
