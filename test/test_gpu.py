@@ -531,3 +531,26 @@ def test_two_nccl_ranks_record_and_save_apart(gpu_package, tmp_path):
     import test_ranks
 
     test_ranks.check_two_ranks(gpu_package("mixed", 1), tmp_path, backend="nccl", model="mixed")
+    done = test_ranks.cli("compare", tmp_path / "shared", "--ranks")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "no divergence across ranks 0, 1" in done.stdout
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs")
+@pytest.mark.xdist_group("ranks")
+def test_two_nccl_ranks_part_at_the_op_one_of_them_computes_wrong(package, tmp_path):
+    """Two ranks on two GPUs, an op that adds 1e-3 on rank 1 only: named at
+    the op; with two ranks there is no majority, and the output says so."""
+    import test_ranks
+
+    dump = tmp_path / "dump"
+    path = package("rank_shift", 1, device="cuda")
+    test_ranks.run_ranks(path, "rank_shift", "nccl", dump, 2, ADP_WRONG_RANK="1")
+    done = test_ranks.cli("compare", dump, "--ranks")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert (
+        "FIRST DIVERGENCE ACROSS RANKS: ranks 0 and 1 part at node rank_shift: "
+        "adp_models::rank_shift" in done.stdout
+    ), done.stdout
+    assert "no majority tells which of them is wrong" in done.stdout
+    print(done.stdout)

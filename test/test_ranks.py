@@ -171,10 +171,13 @@ def main(argv: list[str] | None = None) -> int:
     rank = int(os.environ["RANK"])
     dist.init_process_group(args.backend)
     if args.backend == "nccl":
-        from testmodels import gpu
+        from testmodels import gpu, small
 
         torch.cuda.set_device(rank)
-        _, inputs = gpu.build(args.model)
+        if args.model in gpu.MODELS:
+            _, inputs = gpu.build(args.model)
+        else:
+            _, inputs = small.build(args.model, "cuda")
         compiled = torch._inductor.aoti_load_package(args.package, device_index=rank)
         check = torch.ones(1, device="cuda")
     else:

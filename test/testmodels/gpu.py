@@ -70,9 +70,12 @@ class Deep(torch.nn.Module):
         return x
 
 
+MODELS = {"mixed": Mixed, "far_write": FarWrite, "deep": Deep}
+
+
 def build(name: str):
     torch.manual_seed(0)
-    model = {"mixed": Mixed, "far_write": FarWrite, "deep": Deep}[name]().eval().cuda()
+    model = MODELS[name]().eval().cuda()
     if name == "deep":
         return model, (torch.randn(64, 256, device="cuda"),)
     x = torch.randn(8, 64, device="cuda")
