@@ -63,8 +63,12 @@ def names_the_planted_kernel(record, planted: set[str]) -> bool:
 def has_packages_of(name: str) -> bool:
     """Whether the packages a model comes from import: transformers' GPT-2,
     BERT and Llama, torchvision's ResNet-18."""
-    needs = {"gpt2": "transformers", "bert": "transformers", "llama": "transformers"}
-    needs["resnet18"] = "torchvision"
+    needs = {
+        "gpt2": "transformers",
+        "bert": "transformers",
+        "llama": "transformers",
+        "resnet18": "torchvision",
+    }
     return name not in needs or importlib.util.find_spec(needs[name]) is not None
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from ..records import Phase
@@ -37,14 +38,12 @@ class RanksComparison:
     reference: list[int]
     # Each other rank against the first reference rank.
     against_first: dict[int, Comparison]
-    # Every pair of ranks (lower, higher): whether their judged values agree.
-    agree: dict[tuple[int, int], bool]
     # Per rank outside the first reference rank: values rank-local by design.
     rank_local: dict[int, list[Difference]] = field(default_factory=dict)
     # Values each rank holds, of those matched by node.
     values: int = 0
 
-    @property
+    @cached_property
     def diverged(self) -> list[RankDivergence]:
         """The ranks that leave the reference, each at its first divergence,
         in launch order."""
@@ -82,11 +81,11 @@ def rank_view(dump: Dump, rank: int) -> Dump:
     )
 
 
-def _rank_local(c: Comparison, reference: Dump) -> list[Difference]:
+def _rank_local(c: Comparison, reads: dict[tuple, set[tuple]]) -> list[Difference]:
     """The values of `c` that are rank-local by design: model inputs that
     differ, and the values whose kernel read one (or read something no
-    node names after one was written), in launch order."""
-    reads = inputs_of(reference)
+    node names after one was written), in launch order; `reads`: A's
+    inputs_of."""
     local: set[tuple] = set()
     out = []
     for d in c.compared:
@@ -127,23 +126,32 @@ def compare_ranks(source: str | Path | Dump, ranks: list[int] | None = None) -> 
     if not dump.has_provenance:
         raise ValueError("ranks are matched by node: this dump's records say no node")
     views = {k: rank_view(dump, k) for k in ranks}
-    agree = {}
-    for i in ranks:
-        for j in ranks:
-            if i < j:
-                c = compare(views[i], views[j])
-                local = _rank_local(c, views[i])
-                agree[(i, j)] = not any(d.diverged for d in judged(c, local))
-    group = {k: [j for j in ranks if j == k or agree[(min(j, k), max(j, k))]] for k in ranks}
+    reads = {k: inputs_of(v) for k, v in views.items()}
+    # (A, B) -> (compare(A, B), its rank-local values), each pair made once.
+    pairs: dict[tuple[int, int], tuple[Comparison, list[Difference]]] = {}
+
+    def pair(i: int, j: int) -> tuple[Comparison, list[Difference]]:
+        if (i, j) not in pairs:
+            c = compare(views[i], views[j])
+            pairs[(i, j)] = (c, _rank_local(c, reads[i]))
+        return pairs[(i, j)]
+
+    def agree(i: int, j: int) -> bool:
+        c, local = pair(min(i, j), max(i, j))
+        return not any(d.diverged for d in judged(c, local))
+
+    group = {k: [j for j in ranks if j == k or agree(j, k)] for k in ranks}
     reference = max(group.values(), key=lambda g: (len(g), -g[0]))
     first = reference[0]
-    against, rank_local = {}, {}
-    for k in ranks:
-        if k != first:
-            against[k] = compare(views[first], views[k])
-            rank_local[k] = _rank_local(against[k], views[first])
-    values = len(node_keyed(views[first])[0])
-    return RanksComparison(dump.source, ranks, reference, against, agree, rank_local, values)
+    against = {k: pair(first, k) for k in ranks if k != first}
+    return RanksComparison(
+        dump.source,
+        ranks,
+        reference,
+        {k: c for k, (c, _) in against.items()},
+        {k: local for k, (_, local) in against.items()},
+        len(node_keyed(views[first])[0]),
+    )
 
 
 def _ranks(ranks: list[int]) -> str:
@@ -191,22 +199,21 @@ def format_ranks(rc: RanksComparison) -> str:
 def _bitwise(rc: RanksComparison) -> list[str]:
     """Whether the ranks hold the same bits, apart from the noise verdict:
     replicas on the same inputs should, unless a kernel is not deterministic."""
-    out = []
-    for k, c in sorted(rc.against_first.items()):
-        differ = next((d for d in judged(c, rc.rank_local[k]) if d.identical is False), None)
-        if differ is not None:
-            out.append(
-                f"bit for bit: rank {k} first differs from rank {rc.reference[0]} at node "
-                f"{differ.a.node} ({differ.b.kernel or 'model input'}, launch "
-                f"{differ.b.launch})" + ("" if differ.diverged else ", within the noise")
-            )
-    same = [k for k in rc.ranks if k not in rc.against_first or not _differs_bitwise(rc, k)]
+    base = rc.reference[0]
+    differs = {
+        k: next((d for d in judged(c, rc.rank_local[k]) if d.identical is False), None)
+        for k, c in sorted(rc.against_first.items())
+    }
+    out = [
+        f"bit for bit: rank {k} first differs from rank {base} at node {d.a.node} "
+        f"({d.b.kernel or 'model input'}, launch {d.b.launch})"
+        + ("" if d.diverged else ", within the noise")
+        for k, d in differs.items()
+        if d is not None
+    ]
+    same = sorted([base] + [k for k, d in differs.items() if d is None])
     if not out:
         out.append(f"bit for bit: every value judged is identical across {_ranks(rc.ranks)}")
     elif len(same) > 1:
         out.append(f"bit for bit: {_ranks(same)} are identical")
     return out
-
-
-def _differs_bitwise(rc: RanksComparison, k: int) -> bool:
-    return any(d.identical is False for d in judged(rc.against_first[k], rc.rank_local[k]))
