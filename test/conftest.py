@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -34,6 +37,7 @@ from testmodels import small  # noqa: E402  (test/ is on the path: pyproject's p
 from testmodels.shared import shared  # noqa: E402
 
 import aoti_debug_printer  # noqa: E402
+from aoti_debug_printer._cli import main  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 # Where this Python's torch is installed (what patches/check.sh checks).
@@ -177,6 +181,35 @@ def cpp_build() -> Path:
         assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
 
     return shared("cmake", make)
+
+
+def cli(*args) -> subprocess.CompletedProcess:
+    """`aoti-debug ARGS` in this process: the entry point's main(), its exit
+    code and what it writes to stdout and stderr, as a child would give them
+    (argparse's exits included). A child costs an import of torch; tests
+    where the fresh process is the point (the installed command, --import of
+    a user's module) start one, and test_install runs the entry point."""
+    stdout, stderr = io.StringIO(), io.StringIO()
+    # main()'s logging.basicConfig does nothing where pytest has given the
+    # root logger its handlers: the package's logger writes as it would.
+    logger = logging.getLogger("aoti_debug_printer")
+    handler = logging.StreamHandler(stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    was = logger.level, logger.propagate
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    try:
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            try:
+                code = main([str(a) for a in args])
+            except SystemExit as e:
+                code = e.code if isinstance(e.code, int) else 2
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(was[0])
+        logger.propagate = was[1]
+    return subprocess.CompletedProcess(args, code, stdout.getvalue(), stderr.getvalue())
 
 
 def custom_op_output_record(recs: list[dict], x, s) -> dict:

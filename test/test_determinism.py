@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 
 import pytest
 import torch
+from conftest import cli
 from testmodels import findings
 from testmodels.findings import compile_and_dump
 
@@ -24,14 +23,6 @@ from aoti_debug_printer.records import Role
 pytestmark = pytest.mark.slow
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
-
-
-def cli(*args) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "aoti_debug_printer._cli", *map(str, args)],
-        capture_output=True,
-        text=True,
-    )
 
 
 def runs_until_they_differ(package, inputs, dump_root, tries: int = 6):

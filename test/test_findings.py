@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import cli
 from testmodels import findings
 from testmodels.findings import compile_and_dump
 
@@ -348,14 +349,6 @@ def test_compare_across_configs_from_the_command_line(tmp_path):
     assert done.returncode == 1
     assert f"FIRST DIVERGENCE: node {target.node}: A " in done.stdout
     assert f"vs B {target.kernel} (launch {target.launch})" in done.stdout
-
-
-def cli(*args) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "aoti_debug_printer._cli", *map(str, args)],
-        capture_output=True,
-        text=True,
-    )
 
 
 def test_diverge_for_real_users(tmp_path):

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import cli
 
 import aoti_debug_printer
 
@@ -113,14 +114,6 @@ def test_two_gloo_ranks_record_and_save_apart(package, tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     values = int(re.search(r"ranks 0, 1: (\d+) values each", done.stdout).group(1))
     assert f"rank-local: {values} values (model inputs that differ" in done.stdout, done.stdout
-
-
-def cli(*args) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "aoti_debug_printer._cli", *map(str, args)],
-        capture_output=True,
-        text=True,
-    )
 
 
 def test_three_gloo_ranks_name_the_rank_that_leaves_the_others(package, tmp_path):

@@ -7,11 +7,11 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+from conftest import cli
 from test_aoti import run
 from testmodels import small
 
@@ -19,14 +19,6 @@ import aoti_debug_printer
 from aoti_debug_printer.records import Phase
 
 pytestmark = pytest.mark.slow
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "aoti_debug_printer._cli", *map(str, args)],
-        capture_output=True,
-        text=True,
-    )
 
 
 @pytest.fixture
