@@ -166,7 +166,7 @@ def test_level2_text_goes_to_stdout(package, capfd):
     assert re.search(r"^    finite=\d+ nan=0 \+inf=0 -inf=0 zeros=\d+$", out, re.M)
 
 
-@pytest.mark.parametrize("model_name", ["mlp", "addmm", "twice_mm"])
+@pytest.mark.parametrize("model_name", ["mlp", "externs"])
 def test_outputs_identical_with_printer_on_and_off(package, model_name, records, dump_dir):
     reference = run(package(model_name, 0), model_name)
     for level in (1, 2, 3):
@@ -175,13 +175,13 @@ def test_outputs_identical_with_printer_on_and_off(package, model_name, records,
 
 
 def test_aten_fallback_records_inputs_constants_and_output(package, records):
-    out = run(package("addmm", 2), "addmm")
+    out = run(package("externs", 2), "externs")
     addmm = [r for r in records() if r.get("kernel") == "aoti_torch_cpu_addmm_out"]
     args = {r["arg"] for r in addmm}
     assert any(a.startswith("buf") for a in args)
     assert any(not a.startswith(("buf", "arg")) for a in args), "the constant (bias) is recorded"
     assert {r["phase"] for r in addmm} == {"before_launch", "after_launch"}
-    assert torch.equal(out, run(package("addmm", 0), "addmm"))
+    assert torch.equal(out, run(package("externs", 0), "externs"))
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
@@ -221,7 +221,7 @@ def test_custom_op_called_through_the_proxy_executor_is_recorded(
 
 
 def test_level1_saves_loadable_snapshots(package, dump_dir):
-    out = run(package("twice_mm", 1), "twice_mm", repeat=2)
+    out = run(package("externs", 1), "externs", repeat=2)
     lines = [json.loads(line) for line in (dump_dir / "manifest.jsonl").read_text().splitlines()]
     # Each run's numerics environment, before its snapshots.
     environments = [r for r in lines if r["event"] == "environment"]

@@ -17,23 +17,18 @@ class MLP(torch.nn.Module):
         return torch.tanh(self.fc2(torch.nn.functional.gelu(self.fc1(x))))
 
 
-class Addmm(torch.nn.Module):
-    """An aten fallback (addmm) between two fused C++ kernels."""
+class Externs(torch.nn.Module):
+    """ATen fallbacks between fused C++ kernels: an addmm whose bias is a
+    constant, then the same extern kernel (mm) called twice."""
 
     def __init__(self) -> None:
         super().__init__()
         self.bias = torch.nn.Parameter(torch.randn(6))
         self.weight = torch.nn.Parameter(torch.randn(5, 6))
 
-    def forward(self, x):
-        return torch.addmm(self.bias, torch.sin(x), self.weight).relu() * 3
-
-
-class TwiceMM(torch.nn.Module):
-    """The same extern kernel (mm) called twice."""
-
     def forward(self, x, w1, w2):
-        return torch.mm(torch.mm(x, w1).relu(), w2)
+        h = torch.addmm(self.bias, torch.sin(x), self.weight).relu() * 3
+        return torch.mm(torch.mm(h, w1).relu(), w2)
 
 
 class Dynamic(torch.nn.Module):
@@ -151,8 +146,7 @@ def build(name: str, device: str = "cpu"):
     torch.manual_seed(0)
     model = {
         "mlp": MLP,
-        "addmm": Addmm,
-        "twice_mm": TwiceMM,
+        "externs": Externs,
         "dynamic": Dynamic,
         "nan_maker": NanMaker,
         "rank_shift": RankShift,
@@ -168,13 +162,11 @@ def build(name: str, device: str = "cpu"):
         inputs = (torch.randn(3, 8),)
     elif name == "dynamic":
         inputs = (torch.randn(5, 3),)
-    elif name == "addmm":
-        inputs = (torch.randn(4, 5),)
     elif name in ("fills_rows", "writes_past", "cpp_fills_rows", "cpp_writes_past"):
         halves = torch.randn(8, 4, device=device)
         return model, (halves[:4], halves[4:], torch.randn(4, 4, device=device))
     elif name in ("custom_op", "undeclared_mutation"):
         inputs = (torch.randn(4, 8), torch.randn(4))
     else:
-        inputs = (torch.randn(4, 6), torch.randn(6, 7), torch.randn(7, 3))
+        inputs = (torch.randn(4, 5), torch.randn(6, 7), torch.randn(7, 3))
     return model, tuple(t.to(device) for t in inputs)
