@@ -2,8 +2,10 @@
 (no network, no libraries): per-kernel statistics over launch order as an
 SVG plot, the first anomaly highlighted, and a sortable table; against
 another run's dump, whether the two differ bit for bit, the first value
-that does highlighted. The records are embedded as
-JSON (<script id="records">) so that the page carries its own data."""
+that does highlighted; where the dump holds the ranks of a job, the ranks
+side by side, a column each, the odd one out marked (compare --ranks'
+verdict). The records are embedded as JSON (<script id="records">) so that
+the page carries its own data."""
 
 from __future__ import annotations
 
@@ -155,6 +157,77 @@ def _bitwise(dump, against: str | Path) -> tuple[str, object]:
     )
 
 
+# How a rank's cell is marked, against the first reference rank's value:
+# where the rank leaves the others (compare --ranks' first divergence of
+# that rank), a value that differs otherwise (bits within the noise, or
+# what follows the first divergence), and a value rank-local by design
+# (not judged).
+RANK_MARKS = {"odd": "#fdd", "differs": "#ffe9c2", "local": "#eee"}
+
+
+def _ranks_section(dump) -> str:
+    """Where the dump holds two ranks or more: compare --ranks' verdict, then
+    one row per value the ranks should agree on, in launch order, a column
+    per rank (its mean; the other statistics in the cell's title)."""
+    from .ranks import compare_ranks, format_ranks
+
+    ranks = sorted({r.rank for r in dump.records})
+    if len(ranks) < 2:
+        return ""
+    try:
+        rc = compare_ranks(dump)
+    except ValueError as e:
+        return (
+            f'<p id="ranks-verdict">Ranks {", ".join(map(str, ranks))}: {html.escape(str(e))}</p>'
+        )
+    first = rc.reference[0]
+    rows: dict[int, tuple] = {}  # id of the reference's record -> (record, {rank: (record, mark)})
+    leaves = {id(r.difference) for r in rc.diverged}
+    for k, c in rc.against_first.items():
+        local = {id(d) for d in rc.rank_local[k]}
+        for d in c.compared:
+            if id(d) in leaves:
+                mark = "odd"
+            elif id(d) in local:
+                mark = "local"
+            else:
+                mark = "differs" if d.diverged or d.identical is False else ""
+            rows.setdefault(id(d.a), (d.a, {first: (d.a, "")}))[1][k] = (d.b, mark)
+    named = id(rc.first.difference.a) if rc.first is not None else None
+
+    def cell(rank: int, cells: dict) -> str:
+        if rank not in cells:
+            return f'<td data-rank="{rank}"></td>'
+        r, mark = cells[rank]
+        s = r.stats
+        text = "" if s is None or s.mean is None else f"{s.mean:.6g}"
+        title = "" if s is None else f"absmax {s.absmax:.6g}, std {s.std:.6g}, nan {s.nan}"
+        cls = f' class="{mark}"' if mark else ""
+        return f'<td data-rank="{rank}"{cls} title="{html.escape(title)}">{text}</td>'
+
+    body = []
+    for key, (a, cells) in sorted(rows.items(), key=lambda kv: (kv[1][0].run, kv[1][0].launch)):
+        cls = ' class="first-divergence"' if key == named else ""
+        body.append(
+            f"<tr{cls}><td>{a.run}</td><td>{a.launch}</td>"
+            f"<td>{html.escape(a.kernel or 'model input')}</td><td>{html.escape(a.node or '')}</td>"
+            f"<td>{html.escape(a.arg)}</td>" + "".join(cell(k, cells) for k in rc.ranks) + "</tr>"
+        )
+    heads = ["run", "launch", "kernel", "node", "arg"] + [
+        f"rank {k}" + (" (reference)" if k in rc.reference else "") for k in rc.ranks
+    ]
+    verdict = "<br>".join(html.escape(line) for line in format_ranks(rc).splitlines()[1:])
+    return f"""<h2>Ranks side by side</h2>
+<p id="ranks-verdict" class="{"bad" if rc.first is not None else "ok"}">{verdict}</p>
+<p>Each rank's mean of the value; red: where the rank leaves the others; yellow: it differs
+from the reference otherwise (what follows, or bits within the noise); grey: rank-local (the
+rank's own data), not judged.</p>
+<table id="ranks"><thead><tr>{"".join(f"<th>{h}</th>" for h in heads)}</tr></thead>
+<tbody>
+{chr(10).join(body)}
+</tbody></table>"""
+
+
 def render(source: str | Path, title: str | None = None, against: str | Path | None = None) -> str:
     """The page. `against`: another run's dump of the same program, to say
     whether the two differ bit for bit and where first."""
@@ -189,6 +262,7 @@ def render(source: str | Path, title: str | None = None, against: str | Path | N
         )
         body.append(f"<tr{cls}>" + "".join(_cell(k, row[k]) for k in COLUMNS) + "</tr>")
     data = json.dumps(rows).replace("</", "<\\/")
+    rank_css = " ".join(f"#ranks td.{m} {{ background: {c}; }}" for m, c in RANK_MARKS.items())
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <style>
@@ -197,6 +271,8 @@ table {{ border-collapse: collapse; }} th, td {{ border: 1px solid #ddd; padding
 th {{ cursor: pointer; background: #f3f3f3; position: sticky; top: 0; }}
 tr.anomaly td {{ background: #fdd; font-weight: bold; }}
 tr.different td {{ background: #ffe9c2; font-weight: bold; }}
+tr.first-divergence td {{ font-weight: bold; }}
+{rank_css}
 .bad {{ color: #b00; font-size: 15px; }} .ok {{ color: #070; font-size: 15px; }}
 </style></head><body>
 <h1>{html.escape(title)}</h1>
@@ -209,6 +285,7 @@ Click a column to sort.</p>
 <tbody>
 {chr(10).join(body)}
 </tbody></table>
+{_ranks_section(dump)}
 <script type="application/json" id="records">{data}</script>
 <script>{_SORT_JS}</script>
 </body></html>
