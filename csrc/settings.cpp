@@ -192,6 +192,11 @@ const std::vector<OptionInfo>& table() {
        "1 (default) use each argument's role: no statistics of an output before launch, a "
        "read-only argument recorded once; 0 record every argument in full before and after launch",
        [](S& s, V v) { s.roles = flag("roles", v); }, [](const S& s) { return on_off(s.roles); }},
+      {"end_job", "AOTI_DEBUG_PRINTER_END_JOB", "",
+       "1 (default): in a torch.distributed job, a rank that stops (trap, guard, CUDA error) "
+       "ends every rank within seconds, each naming it; 0: it stops its own run only",
+       [](S& s, V v) { s.end_job = flag("end_job", v); },
+       [](const S& s) { return on_off(s.end_job); }},
   };
   return options;
 }

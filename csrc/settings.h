@@ -93,6 +93,10 @@ struct Settings {
   // full before and after launch, as upstream does: for a role in doubt,
   // and to measure what roles save.
   bool roles = true;
+  // AOTI_DEBUG_PRINTER_END_JOB=0: in a torch.distributed job, a rank that
+  // stops (trap, guard, CUDA error) stops its own run only, and the others
+  // wait in their next collective; by default it ends the job (job.h).
+  bool end_job = true;
 
   // Whether this process records at all under `ranks`.
   bool rank_selected() const;

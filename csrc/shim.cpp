@@ -4,6 +4,7 @@
 
 #include "device.h"
 #include "guard.h"
+#include "job.h"
 #include "save.h"
 #include "settings.h"
 #include "shim.h"
@@ -86,9 +87,8 @@ Action effective_action(Level compiled, Phase phase, Level runtime) {
   return action_at(level_now(runtime, compiled), compiled, phase == Phase::BeforeLaunch);
 }
 
-}  // namespace
-
-std::string launch(Level compiled, Phase phase, const std::string& kernel, int32_t flags) {
+std::string launch_and_check(Level compiled, Phase phase, const std::string& kernel,
+                             int32_t flags) {
   // Every launch event writes out the records whose statistics have landed.
   if (records_waiting()) flush_records(false);
   const Level runtime = runtime_level();
@@ -111,6 +111,8 @@ std::string launch(Level compiled, Phase phase, const std::string& kernel, int32
     state.selected = !(flags & AOTI_DEBUG_PRINTER_UNSELECTED) && settings.kernel_selected(kernel);
     state.syncing = settings.sync == Sync::On || (settings.sync == Sync::Auto && names_level);
     state.watching = state.syncing || settings.trap;
+    // Where this run can stop, a job's other ranks can: watch for theirs.
+    if (state.launch == 0 && (state.watching || settings.guard > 0)) job::watch(settings);
     // The guard needs both records of every argument: levels 1 and 2.
     state.guarding = settings.guard > 0 && !names_level;
     if (state.guarding) {
@@ -160,6 +162,15 @@ std::string launch(Level compiled, Phase phase, const std::string& kernel, int32
     emit(settings.output, format_launch(where_now(phase, kernel, ""), json));
   }
   return "";
+}
+
+}  // namespace
+
+std::string launch(Level compiled, Phase phase, const std::string& kernel, int32_t flags) {
+  const std::string failed = launch_and_check(compiled, phase, kernel, flags);
+  // In a torch.distributed job, a rank that stops ends the job (job.h).
+  if (!failed.empty()) job::stopped(settings_now(), failed);
+  return failed;
 }
 
 Where where_now(Phase phase, const std::string& kernel, const std::string& arg) {
@@ -243,9 +254,7 @@ Stop guard_stop(const std::string& message) {
   return message.empty() ? Stop{} : Stop{AOTI_DEBUG_PRINTER_STOPPED_BY_GUARD, message};
 }
 
-}  // namespace
-
-Stop record_tensor(Level compiled, const Where& given, const at::Tensor* t) {
+Stop record_and_check(Level compiled, const Where& given, const at::Tensor* t) {
   const Level runtime = runtime_level();
   if (runtime == Level::Off) return {};
   const Phase phase = given.phase;
@@ -300,6 +309,15 @@ Stop record_tensor(Level compiled, const Where& given, const at::Tensor* t) {
   return guard_stop(phase == Phase::AfterLaunch
                         ? guard::after_use(settings, where, *t, stats.fingerprint)
                         : guard::before_use(settings, where, *t, stats.fingerprint));
+}
+
+}  // namespace
+
+Stop record_tensor(Level compiled, const Where& given, const at::Tensor* t) {
+  const Stop stop = record_and_check(compiled, given, t);
+  // In a torch.distributed job, a rank that stops ends the job (job.h).
+  if (stop.code != 0) job::stopped(settings_now(), stop.message);
+  return stop;
 }
 
 void record_scalar(Level compiled, const Where& where, const char* type, const std::string& value) {

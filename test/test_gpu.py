@@ -554,3 +554,14 @@ def test_two_nccl_ranks_part_at_the_op_one_of_them_computes_wrong(package, tmp_p
     ), done.stdout
     assert "no majority tells which of them is wrong" in done.stdout
     print(done.stdout)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs")
+@pytest.mark.xdist_group("ranks")
+def test_a_trap_on_one_nccl_rank_ends_the_job_within_seconds(package, tmp_path):
+    """Without the store, rank 0 would wait in its all_reduce for rank 1
+    until NCCL's timeout."""
+    import test_ranks
+
+    path = package("rank_shift", 1, device="cuda")
+    test_ranks.check_a_trap_ends_the_job(path, tmp_path, "nccl", 2)

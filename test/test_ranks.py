@@ -16,6 +16,7 @@ import re
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -34,10 +35,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_ranks(
+def start_ranks(
     package: Path, model: str, backend: str, dump: Path, world: int = 2, **env
-) -> list[str]:
-    """Starts `world` ranks, as torchrun would, and returns their stdout."""
+) -> list[subprocess.Popen]:
+    """Starts `world` ranks of the script below, as torchrun would."""
     port = str(free_port())
     procs = []
     for rank in range(world):
@@ -60,17 +61,34 @@ def run_ranks(
                 text=True,
             )
         )
-    outs = []
+    return procs
+
+
+def finish(procs: list[subprocess.Popen], timeout: float = 600) -> list[tuple[int, str, str]]:
+    """Each rank's exit status, stdout and stderr, waiting `timeout` seconds
+    at most for each; a rank still running then is killed (a failed rank
+    must not leave its peers behind)."""
+    results = []
     try:
         for p in procs:
-            out, err = p.communicate(timeout=600)
-            assert p.returncode == 0, err[-4000:]
-            outs.append(out)
+            out, err = p.communicate(timeout=timeout)
+            results.append((p.returncode, out, err))
     finally:
-        for p in procs:  # a failed rank must not leave its peer behind
+        for p in procs:
             if p.poll() is None:
                 p.kill()
-            p.communicate()
+                p.communicate()
+    return results
+
+
+def run_ranks(
+    package: Path, model: str, backend: str, dump: Path, world: int = 2, **env
+) -> list[str]:
+    """Runs `world` ranks to their end, each successful; returns their stdout."""
+    outs = []
+    for code, out, err in finish(start_ranks(package, model, backend, dump, world, **env)):
+        assert code == 0, err[-4000:]
+        outs.append(out)
     return outs
 
 
@@ -107,6 +125,9 @@ def test_two_gloo_ranks_record_and_save_apart(package, tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert "no divergence across ranks 0, 1" in done.stdout
     assert "bit for bit: every value judged is identical across ranks 0, 1" in done.stdout
+    verdict, cells = ranks_table(tmp_path / "shared")
+    assert "no divergence across ranks 0, 1" in verdict
+    assert cells and not [c for c in cells if c[3]], cells
     # Each rank on its own data: every value is rank-local, counted, not judged.
     own = tmp_path / "own"
     run_ranks(package("mlp", 1), "mlp", "gloo", own, ADP_OWN_INPUTS="1")
@@ -114,6 +135,29 @@ def test_two_gloo_ranks_record_and_save_apart(package, tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     values = int(re.search(r"ranks 0, 1: (\d+) values each", done.stdout).group(1))
     assert f"rank-local: {values} values (model inputs that differ" in done.stdout, done.stdout
+    # The report: every rank's own data in grey, nothing marked as leaving.
+    _, cells = ranks_table(own)
+    assert cells and all(mark == "local" for _, _, k, mark in cells if k == 1), cells
+    assert not [c for c in cells if c[3] == "odd"]
+
+
+def ranks_table(dump: Path) -> tuple[str, list[tuple[str, str, int, str]]]:
+    """What `aoti-debug report` says of the ranks of `dump`: its verdict,
+    and (kernel, node, rank, mark) of every cell of its ranks table, in row
+    order."""
+    page = dump.parent / f"{dump.name}.html"
+    done = cli("report", dump, "-o", page)
+    assert done.returncode == 0, done.stdout + done.stderr
+    text = page.read_text()
+    assert text.count('<table id="ranks">') == 1
+    table = text.split('<table id="ranks">')[1].split("</table>")[0]
+    cells = []
+    for row in re.findall(r"<tr[^>]*>(.*?)</tr>", table.split("<tbody>")[1], re.S):
+        kernel, node = re.findall(r"<td>([^<]*)</td>", row)[2:4]
+        for rank, mark in re.findall(r'<td data-rank="(\d+)"(?: class="(\w+)")?', row):
+            cells.append((kernel, node, int(rank), mark))
+    verdict = re.search(r'<p id="ranks-verdict"[^>]*>(.*?)</p>', text, re.S).group(1)
+    return verdict, cells
 
 
 def test_three_gloo_ranks_name_the_rank_that_leaves_the_others(package, tmp_path):
@@ -134,6 +178,15 @@ def test_three_gloo_ranks_name_the_rank_that_leaves_the_others(package, tmp_path
     found = aoti_debug_printer.compare_ranks(dump)
     assert found.reference == [1, 2] and found.first.rank == 0
     assert found.first.difference.b.kernel == "adp_models::rank_shift"
+    # The report puts the ranks side by side: the one cell marked as leaving
+    # the others is rank 0's, at the op; the ranks of the reference are
+    # marked nowhere.
+    verdict, cells = ranks_table(dump)
+    assert "FIRST DIVERGENCE ACROSS RANKS: rank 0 leaves ranks 1, 2" in verdict, verdict
+    assert len(cells) == 3 * found.values, cells
+    odd = [c for c in cells if c[3] == "odd"]
+    assert odd == [("adp_models::rank_shift", "rank_shift", 0, "odd")], cells
+    assert not [c for c in cells if c[2] in (1, 2) and c[3]], cells
 
     # The ranks without it agree; one rank, or one the dump lacks: one line.
     done = cli("compare", dump, "--ranks", "1,2")
@@ -149,6 +202,45 @@ def test_three_gloo_ranks_name_the_rank_that_leaves_the_others(package, tmp_path
         assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
         (line,) = done.stderr.strip().splitlines()
         assert said in line, line
+
+
+def check_a_trap_ends_the_job(package: Path, tmp_path: Path, backend: str, world: int) -> None:
+    """Rank 1 makes NaN with the trap on; the others go on to the job's
+    all_reduce, where they would wait for it until the collective's timeout.
+    Every rank ends within seconds, its last line naming rank 1 and the op."""
+    dump = tmp_path / "dump"
+    started = time.monotonic()
+    procs = start_ranks(
+        package,
+        "rank_shift",
+        backend,
+        dump,
+        world,
+        AOTI_DEBUG_PRINTER_TRAP="1",
+        ADP_WRONG_RANK="1",
+        ADP_WRONG_BY="nan",
+    )
+    ended = finish(procs, timeout=120)
+    took = time.monotonic() - started
+    stopped = "rank 1 stopped the job: NaN/Inf trap: kernel adp_models::rank_shift (launch "
+    for rank, (code, out, err) in enumerate(ended):
+        last = err.strip().splitlines()[-1]
+        said = stopped if rank == 1 else f"rank {rank} ends: {stopped}"
+        assert code == 1 and last.startswith(f"aoti-debug-printer: {said}"), err[-3000:]
+        assert f"rank {rank} finished" not in out
+    # The rank that stopped wrote its trap record first.
+    (trap,) = [
+        r
+        for r in map(json.loads, (dump / "manifest.jsonl").read_text().splitlines())
+        if r["event"] == "trap"
+    ]
+    assert trap["rank"] == 1 and trap["kernel"] == "adp_models::rank_shift", trap
+    print(f"{world} {backend} ranks ended {took:.1f} s from their start; last lines:")
+    print("\n".join(err.strip().splitlines()[-1] for _, _, err in ended))
+
+
+def test_a_trap_on_one_gloo_rank_ends_the_job_within_seconds(package, tmp_path):
+    check_a_trap_ends_the_job(package("rank_shift", 1), tmp_path, "gloo", 3)
 
 
 def main(argv: list[str] | None = None) -> int:

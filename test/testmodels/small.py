@@ -115,13 +115,14 @@ class FillRows(torch.nn.Module):
 
 
 # An op that is wrong on one rank only, as a faulty GPU or a rank-dependent
-# code path is: on the rank ADP_WRONG_RANK names, it adds 1e-3.
+# code path is: on the rank ADP_WRONG_RANK names, it adds ADP_WRONG_BY
+# (1e-3 by default; "nan" makes NaN).
 _LIBRARY.define("rank_shift(Tensor x) -> Tensor")
 
 
 def _rank_shift(x):
     wrong = os.environ.get("ADP_WRONG_RANK") == os.environ.get("RANK", "0")
-    return x + 1e-3 if wrong else x.clone()
+    return x + float(os.environ.get("ADP_WRONG_BY", "1e-3")) if wrong else x.clone()
 
 
 for _key in ("CPU", "CUDA"):
