@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -63,7 +64,6 @@ std::unique_ptr<c10d::TCPStore> connect(const Job& job) {
 // The process's last words, then its end: no destructor may wait on a peer
 // that will never answer.
 [[noreturn]] void end_process(const std::string& line) {
-  flush_records(true);
   std::fprintf(stderr, "aoti-debug-printer: %s\n", line.c_str());
   std::fflush(nullptr);
   std::_Exit(kEndedExitCode);
@@ -82,37 +82,71 @@ void wait_for_the_others(c10d::TCPStore& store, const Job& job) {
   }
 }
 
-void watch_store(Job job) {
-  std::unique_ptr<c10d::TCPStore> store;
-  try {
-    store = connect(job);
-  } catch (const std::exception& e) {
-    report_error("end_job: rank " + std::to_string(job.rank) +
-                 " cannot watch the job's store: " + e.what());
-    return;
-  }
-  std::string said;
-  try {
-    while (!store->check({job.stopped_key}) || stopping.load()) {
-      std::this_thread::sleep_for(100ms);
+// The thread that watches the store for another rank's stop. It asks every
+// 100 ms; at the process's exit (a job that ended well) it is told to stop
+// and joined, before the libraries it calls are torn down.
+class Watcher {
+ public:
+  explicit Watcher(const Job& job) : thread_([this, job] { watch_store(job); }) {}
+  Watcher(const Watcher&) = delete;
+  Watcher& operator=(const Watcher&) = delete;
+  ~Watcher() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      exiting_ = true;
     }
-    const std::vector<uint8_t> v = store->get(job.stopped_key);
-    said.assign(v.begin(), v.end());
-    store->add(job.said_key, 1);
-    wait_for_the_others(*store, job);
-  } catch (const std::exception&) {
-    if (said.empty()) return;  // the store is gone: the job has ended
+    woken_.notify_all();
+    thread_.join();
   }
-  end_process("rank " + std::to_string(job.rank) + " ends: " + said);
-}
+
+ private:
+  // Waits 100 ms; false once the process exits.
+  bool pause() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    return !woken_.wait_for(lock, 100ms, [this] { return exiting_; });
+  }
+
+  void watch_store(const Job& job) {
+    std::unique_ptr<c10d::TCPStore> store;
+    try {
+      store = connect(job);
+    } catch (const std::exception& e) {
+      report_error("end_job: rank " + std::to_string(job.rank) +
+                   " cannot watch the job's store: " + e.what());
+      return;
+    }
+    std::string said;
+    try {
+      while (!store->check({job.stopped_key}) || stopping.load()) {
+        if (!pause()) return;
+      }
+      const std::vector<uint8_t> v = store->get(job.stopped_key);
+      said.assign(v.begin(), v.end());
+      store->add(job.said_key, 1);
+      wait_for_the_others(*store, job);
+    } catch (const std::exception&) {
+      if (said.empty()) return;  // the store is gone: the job has ended
+    }
+    // Records the model's thread still queues wait on its stream, which may
+    // never move again (a collective without its peer): not waited for.
+    end_process("rank " + std::to_string(job.rank) + " ends: " + said);
+  }
+
+  std::mutex mutex_;
+  std::condition_variable woken_;
+  bool exiting_ = false;
+  std::thread thread_;  // last: it starts once the members above exist
+};
 
 }  // namespace
 
 void watch(const Settings& settings) {
   static std::once_flag once;
+  // Destroyed at exit, after every static made before the first watch.
+  static std::optional<Watcher> watcher;
   const std::optional<Job> job = this_job(settings);
   if (!job) return;
-  std::call_once(once, [&] { std::thread(watch_store, *job).detach(); });
+  std::call_once(once, [&] { watcher.emplace(*job); });
 }
 
 void stopped(const Settings& settings, const std::string& message) {
@@ -129,6 +163,7 @@ void stopped(const Settings& settings, const std::string& message) {
   } catch (const std::exception& e) {
     report_error("end_job: the other ranks could not be told: " + std::string(e.what()));
   }
+  flush_records(true);
   end_process(line);
 }
 

@@ -164,7 +164,17 @@ def test_three_gloo_ranks_name_the_rank_that_leaves_the_others(package, tmp_path
     """The op is wrong on rank 0 only: the majority (ranks 1 and 2) is the
     reference, so rank 0 is named, at the op, not the lowest rank's peers."""
     dump = tmp_path / "dump"
-    outs = run_ranks(package("rank_shift", 1), "rank_shift", "gloo", dump, 3, ADP_WRONG_RANK="0")
+    # With the trap on, every rank watches the job's store: a job in which
+    # nothing stops still ends as it would, each rank finishing.
+    outs = run_ranks(
+        package("rank_shift", 1),
+        "rank_shift",
+        "gloo",
+        dump,
+        3,
+        ADP_WRONG_RANK="0",
+        AOTI_DEBUG_PRINTER_TRAP="1",
+    )
     assert [f"rank {k} finished" in out for k, out in enumerate(outs)] == [True] * 3
     done = cli("compare", dump, "--ranks")
     assert done.returncode == 1, done.stdout + done.stderr
