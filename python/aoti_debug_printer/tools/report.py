@@ -126,15 +126,16 @@ COLUMNS = (
 )
 
 
-def _cell(key: str, value) -> str:
+def _text(value) -> str:
+    """A value as the page shows it: floats to 6 significant digits, None as nothing."""
     if isinstance(value, float):
-        text = f"{value:.6g}"
-    elif value is None:
-        text = ""
-    else:
-        text = str(value)
+        return f"{value:.6g}"
+    return "" if value is None else str(value)
+
+
+def _cell(key: str, value) -> str:
     sort = f' data-v="{html.escape(str(value))}"' if isinstance(value, (int, float)) else ""
-    return f"<td{sort}>{html.escape(text)}</td>"
+    return f"<td{sort}>{html.escape(_text(value))}</td>"
 
 
 def _bitwise(dump, against: str | Path) -> tuple[str, object]:
@@ -200,10 +201,10 @@ def _ranks_section(dump) -> str:
             return f'<td data-rank="{rank}"></td>'
         r, mark = cells[rank]
         s = r.stats
-        text = "" if s is None or s.mean is None else f"{s.mean:.6g}"
-        title = "" if s is None else f"absmax {s.absmax:.6g}, std {s.std:.6g}, nan {s.nan}"
+        text = "" if s is None else _text(s.mean)
+        title = "" if s is None else f"absmax {_text(s.absmax)}, std {_text(s.std)}, nan {s.nan}"
         cls = f' class="{mark}"' if mark else ""
-        return f'<td data-rank="{rank}"{cls} title="{html.escape(title)}">{text}</td>'
+        return f'<td data-rank="{rank}"{cls} title="{html.escape(title)}">{html.escape(text)}</td>'
 
     body = []
     for key, (a, cells) in sorted(rows.items(), key=lambda kv: (kv[1][0].run, kv[1][0].launch)):
