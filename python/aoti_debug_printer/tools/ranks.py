@@ -13,12 +13,22 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from enum import Enum
 from functools import cached_property
 from pathlib import Path
 
 from ..records import Phase
 from .compare import UNNAMED, Comparison, Difference, compare, inputs_of, node_keyed
 from .dumps import Dump, load_dump
+
+
+class RankVerdict(str, Enum):
+    """A rank's value against the first reference rank's."""
+
+    AGREES = ""
+    ODD_ONE_OUT = "odd"  # where the rank leaves the others (its first divergence)
+    DIFFERS = "differs"  # beyond the bar after that, or other bits within the noise
+    LOCAL = "local"  # rank-local by design: not judged
 
 
 @dataclass
@@ -59,6 +69,22 @@ class RanksComparison:
     @property
     def first(self) -> RankDivergence | None:
         return self.diverged[0] if self.diverged else None
+
+    @cached_property
+    def _local(self) -> dict[int, set[int]]:
+        return {k: {id(d) for d in v} for k, v in self.rank_local.items()}
+
+    @cached_property
+    def _odd(self) -> set[int]:
+        return {id(r.difference) for r in self.diverged}
+
+    def verdict(self, rank: int, d: Difference) -> RankVerdict:
+        """What `d`, one of against_first[rank].compared, says of that rank."""
+        if id(d) in self._odd:
+            return RankVerdict.ODD_ONE_OUT
+        if id(d) in self._local[rank]:
+            return RankVerdict.LOCAL
+        return RankVerdict.DIFFERS if d.diverged or d.identical is False else RankVerdict.AGREES
 
 
 def judged(c: Comparison, rank_local: list[Difference]) -> list[Difference]:

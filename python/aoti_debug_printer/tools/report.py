@@ -158,12 +158,8 @@ def _bitwise(dump, against: str | Path) -> tuple[str, object]:
     )
 
 
-# How a rank's cell is marked, against the first reference rank's value:
-# where the rank leaves the others (compare --ranks' first divergence of
-# that rank), a value that differs otherwise (bits within the noise, or
-# what follows the first divergence), and a value rank-local by design
-# (not judged).
-RANK_MARKS = {"odd": "#fdd", "differs": "#ffe9c2", "local": "#eee"}
+# The colour of a rank's cell, by its verdict (tools/ranks.py's RankVerdict).
+RANK_COLOURS = {"odd": "#fdd", "differs": "#ffe9c2", "local": "#eee"}
 
 
 def _ranks_section(dump) -> str:
@@ -183,17 +179,12 @@ def _ranks_section(dump) -> str:
         )
     first = rc.reference[0]
     rows: dict[int, tuple] = {}  # id of the reference's record -> (record, {rank: (record, mark)})
-    leaves = {id(r.difference) for r in rc.diverged}
     for k, c in rc.against_first.items():
-        local = {id(d) for d in rc.rank_local[k]}
         for d in c.compared:
-            if id(d) in leaves:
-                mark = "odd"
-            elif id(d) in local:
-                mark = "local"
-            else:
-                mark = "differs" if d.diverged or d.identical is False else ""
-            rows.setdefault(id(d.a), (d.a, {first: (d.a, "")}))[1][k] = (d.b, mark)
+            rows.setdefault(id(d.a), (d.a, {first: (d.a, "")}))[1][k] = (
+                d.b,
+                rc.verdict(k, d).value,
+            )
     named = id(rc.first.difference.a) if rc.first is not None else None
 
     def cell(rank: int, cells: dict) -> str:
@@ -263,7 +254,7 @@ def render(source: str | Path, title: str | None = None, against: str | Path | N
         )
         body.append(f"<tr{cls}>" + "".join(_cell(k, row[k]) for k in COLUMNS) + "</tr>")
     data = json.dumps(rows).replace("</", "<\\/")
-    rank_css = " ".join(f"#ranks td.{m} {{ background: {c}; }}" for m, c in RANK_MARKS.items())
+    rank_css = " ".join(f"#ranks td.{m} {{ background: {c}; }}" for m, c in RANK_COLOURS.items())
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <style>
