@@ -569,3 +569,11 @@ def test_a_trap_on_one_nccl_rank_ends_the_job_within_seconds(package, tmp_path):
 
     path = package("rank_shift", 1, device="cuda")
     test_ranks.check_a_trap_ends_the_job(path, tmp_path, "nccl", 2)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs")
+@pytest.mark.xdist_group("ranks")
+def test_a_tensor_parallel_run_on_two_nccl_ranks_against_one_gpu(package, tmp_path):
+    import test_ranks
+
+    test_ranks.check_tensor_parallel(package, tmp_path, "nccl", "cuda")

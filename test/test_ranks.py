@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import cli
+from testmodels import small
 
 import aoti_debug_printer
 
@@ -263,6 +264,60 @@ def test_a_trap_on_one_gloo_rank_ends_the_job_within_seconds(package, tmp_path):
     check_a_trap_ends_the_job(package("rank_shift", 1), tmp_path, "gloo", 3)
 
 
+def check_tensor_parallel(package, tmp_path: Path, backend: str, device: str = "cpu") -> None:
+    """A tensor-parallel MLP block on two ranks (fc1 split by rows, fc2 by
+    columns, an all_reduce of the partial sums) against the same block on
+    one device: silent when right; a rank that loaded the other's shard is
+    named at the first kernel that uses it; without the all_reduce, both
+    ranks are named where the partial sums are first used as the whole."""
+    single = tmp_path / "single"
+    model, inputs = small.build("tp1_mlp", device)
+    with aoti_debug_printer.options(dump_dir=single):
+        out = torch._inductor.aoti_load_package(str(package("tp1_mlp", 1, device=device)))(*inputs)
+    torch.testing.assert_close(out, model(*inputs))
+    tp2 = package("tp2_mlp", 1, device=device)
+
+    right = tmp_path / "tp2"
+    run_ranks(tp2, "tp2_mlp", backend, right)
+    done = cli("compare", single, right)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "B: " in done.stdout and "(ranks 0, 1)" in done.stdout
+    counts = re.search(r"gathered (\d+) values of A: (\d+) replicated, (\d+) sharded", done.stdout)
+    assert counts and int(counts.group(3)) >= 2, done.stdout  # fc1's output and its relu
+    assert "no divergence: every rank holds what the single-device run holds" in done.stdout
+
+    wrong_shard = tmp_path / "wrong_shard"
+    run_ranks(tp2, "tp2_mlp", backend, wrong_shard, ADP_SHARD_OF="0")
+    done = cli("compare", single, wrong_shard)
+    assert done.returncode == 1, done.stdout + done.stderr
+    first = re.search(r"^FIRST DIVERGENCE: (.*)$", done.stdout, re.M)
+    assert first and first.group(1).startswith(
+        "rank 1 at node linear (sharded along dimension 1, rank 1's slice 8:16): B "
+    ), done.stdout
+
+    unreduced = tmp_path / "unreduced"
+    run_ranks(
+        package("tp2_mlp_unreduced", 1, device=device), "tp2_mlp_unreduced", backend, unreduced
+    )
+    found = aoti_debug_printer.compare_parallel(single, unreduced)
+    assert found.first is not None and found.first.ranks == [0, 1]
+    done = cli("compare", unreduced, single)  # either order
+    assert done.returncode == 1, done.stdout + done.stderr
+    first = re.search(r"^FIRST DIVERGENCE: (.*)$", done.stdout, re.M)
+    kernel = found.first.differences[0].b.kernel
+    assert first.group(1).startswith(
+        f"ranks 0, 1 at node {found.first.gathered.a.node} (replicated): B {kernel} "
+    ), done.stdout
+    assert "a reduction (all_reduce) missing before this kernel" in done.stdout
+    # What its kernel read (the sharded relu) is right: the error is introduced here.
+    assert found.first.differences[0].inputs_rms < 1e-4
+    print(done.stdout)
+
+
+def test_a_tensor_parallel_run_against_the_single_device_run(package, tmp_path):
+    check_tensor_parallel(package, tmp_path, "gloo")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="one rank of the ranks test")
     parser.add_argument("package")
@@ -285,6 +340,7 @@ def main(argv: list[str] | None = None) -> int:
             _, inputs = small.build(args.model, "cuda")
         compiled = torch._inductor.aoti_load_package(args.package, device_index=rank)
         check = torch.ones(1, device="cuda")
+        device = "cuda"
     else:
         from testmodels import small
 
@@ -293,6 +349,12 @@ def main(argv: list[str] | None = None) -> int:
             inputs = tuple(t + rank for t in inputs)
         compiled = torch._inductor.aoti_load_package(args.package)
         check = torch.ones(1)
+        device = "cpu"
+    if args.model in small.TENSOR_PARALLEL:  # one package, each rank its own shards
+        # ADP_SHARD_OF plants a rank that loads another rank's shards.
+        shard = int(os.environ.get("ADP_SHARD_OF", rank)) if rank else 0
+        weights = small.shards_of(args.model, shard, device)
+        compiled.load_constants(weights, check_full_update=True)
     print(f"rank {rank} runs the model at {time.time()}", flush=True)
     compiled(*inputs)
     dist.all_reduce(check)

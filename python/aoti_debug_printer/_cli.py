@@ -2,6 +2,7 @@
 
 aoti-debug compare A B [--rtol R] [--atol A] [--top N] [--strict]
 aoti-debug compare DUMP --ranks [0,3]
+aoti-debug compare SINGLE_DEVICE_DUMP TENSOR_PARALLEL_DUMP
 aoti-debug report DUMP [-o report.html] [--against DUMP]
 aoti-debug diverge PROGRAM.pt2 [--import MODULE]... [--inputs FILE] [--dump DUMP] [--quiet]
                    [--repro DIR [--package MODEL.pt2]] [--runs N]
@@ -23,12 +24,17 @@ warnings.filterwarnings("ignore", "Failed to initialize NumPy", UserWarning)
 
 def _compare(args) -> int:
     from .tools.compare import compare, format_comparison
+    from .tools.dumps import load_dump
+    from .tools.parallel import is_tensor_parallel
 
     if args.ranks is not None:
         return _compare_ranks(args)
     if args.b is None:
         raise ValueError("compare needs two dumps, A and B, or one dump and --ranks")
-    c = compare(args.a, args.b, rtol=args.rtol, atol=args.atol)
+    a, b = load_dump(args.a), load_dump(args.b)
+    if is_tensor_parallel(a, b) or is_tensor_parallel(b, a):
+        return _compare_parallel(args, *((a, b) if is_tensor_parallel(a, b) else (b, a)))
+    c = compare(a, b, rtol=args.rtol, atol=args.atol)
     sys.stdout.write(format_comparison(c, top=args.top))
     if not c.compared:
         # No verdict over zero values.
@@ -37,6 +43,17 @@ def _compare(args) -> int:
     # fusions): they fail the run only when asked.
     one_sided = bool(c.only_a or c.only_b)
     return 1 if c.diverged or (args.strict and one_sided) else 0
+
+
+def _compare_parallel(args, single, parallel) -> int:
+    """A single-device dump and one of several ranks: the ranks gathered."""
+    from .tools.parallel import compare_parallel, format_parallel
+
+    pc = compare_parallel(single, parallel, rtol=args.rtol, atol=args.atol)
+    sys.stdout.write(format_parallel(pc))
+    if not pc.gathered:
+        raise ValueError("compared nothing: no value of the single-device run is on every rank")
+    return 1 if pc.first is not None else 0
 
 
 def _compare_ranks(args) -> int:
@@ -129,7 +146,12 @@ def main(argv: list[str] | None = None) -> int:
 
     p = sub.add_parser("compare", help="first kernel whose outputs differ between two dumps")
     p.add_argument("a", help="reference: a level-1 dump directory or a JSON-lines records file")
-    p.add_argument("b", nargs="?", help="the dump to check against A")
+    p.add_argument(
+        "b",
+        nargs="?",
+        help="the dump to check against A (of several ranks where A is of one device: "
+        "a tensor-parallel run, its ranks gathered)",
+    )
     p.add_argument(
         "--ranks",
         nargs="?",

@@ -143,6 +143,55 @@ class RankShift(torch.nn.Module):
         return torch.tanh(h * 2).sum(1)
 
 
+class TensorParallelMLP(torch.nn.Module):
+    """LayerNorm(x + fc2(relu(fc1(x))) + b) as Megatron splits it over `world`
+    ranks: fc1 by its output rows (each rank holds a slice of the hidden
+    values), fc2 by its input columns (each rank holds a partial sum of the
+    output), and an all_reduce of torch.distributed's functional collectives
+    adds the partial sums up. `rank` picks the shards of one set of weights;
+    `reduce=False` plants the bug of a missing reduction. One compile serves
+    every rank: each loads its own shards into the package (shards_of)."""
+
+    def __init__(self, world: int = 1, rank: int = 0, reduce: bool = True) -> None:
+        super().__init__()
+        d, hidden = 8, 16
+        # The same weights whatever the split, and the caller's random
+        # numbers (the inputs) untouched by it.
+        with torch.random.fork_rng():
+            torch.manual_seed(0)
+            full1, full2 = torch.nn.Linear(d, hidden, bias=False), torch.nn.Linear(hidden, d)
+            self.fc1 = torch.nn.Linear(d, hidden // world, bias=False)
+            self.fc2 = torch.nn.Linear(hidden // world, d, bias=False)
+        rows = slice(rank * hidden // world, (rank + 1) * hidden // world)
+        self.world, self.reduce = world, reduce
+        self.bias2 = torch.nn.Parameter(full2.bias.detach().clone())
+        self.norm = torch.nn.LayerNorm(d)
+        with torch.no_grad():
+            self.fc1.weight.copy_(full1.weight[rows])
+            self.fc2.weight.copy_(full2.weight[:, rows])
+
+    def forward(self, x):
+        partial = self.fc2(torch.relu(self.fc1(x)))
+        if self.world > 1 and self.reduce:
+            partial = torch.ops._c10d_functional.wait_tensor(
+                torch.ops._c10d_functional.all_reduce(partial, "sum", "0")
+            )
+        return self.norm(x + partial + self.bias2)
+
+
+# Tensor-parallel models: (ranks, whether the partial sums are added up).
+TENSOR_PARALLEL = {"tp1_mlp": (1, True), "tp2_mlp": (2, True), "tp2_mlp_unreduced": (2, False)}
+
+
+def shards_of(name: str, rank: int, device: str = "cpu") -> dict[str, torch.Tensor]:
+    """The weights rank `rank` of a tensor-parallel model loads into its
+    package (AOTICompiledModel.load_constants), by name: the split ones
+    (the others are the same on every rank)."""
+    world, reduce = TENSOR_PARALLEL[name]
+    model = TensorParallelMLP(world, rank, reduce).to(device)
+    return {"fc1.weight": model.fc1.weight.detach(), "fc2.weight": model.fc2.weight.detach()}
+
+
 def build(name: str, device: str = "cpu"):
     torch.manual_seed(0)
     model = {
@@ -157,9 +206,13 @@ def build(name: str, device: str = "cpu"):
         "writes_past": lambda: FillRows(past=1),
         "cpp_fills_rows": lambda: FillRows(library="adp_cpp"),
         "cpp_writes_past": lambda: FillRows(past=1, library="adp_cpp"),
+        **{
+            n: (lambda world=world, reduce=reduce: TensorParallelMLP(world, 0, reduce))
+            for n, (world, reduce) in TENSOR_PARALLEL.items()
+        },
     }[name]()
     model = model.eval().to(device)
-    if name in ("mlp", "nan_maker", "rank_shift"):
+    if name in ("mlp", "nan_maker", "rank_shift", *TENSOR_PARALLEL):
         inputs = (torch.randn(3, 8),)
     elif name == "dynamic":
         inputs = (torch.randn(5, 3),)
