@@ -157,7 +157,7 @@ class TensorParallelMLP(torch.nn.Module):
         d, hidden = 8, 16
         # The same weights whatever the split, and the caller's random
         # numbers (the inputs) untouched by it.
-        with torch.random.fork_rng():
+        with torch.random.fork_rng(devices=[]):
             torch.manual_seed(0)
             full1, full2 = torch.nn.Linear(d, hidden, bias=False), torch.nn.Linear(hidden, d)
             self.fc1 = torch.nn.Linear(d, hidden // world, bias=False)
