@@ -16,8 +16,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("cpp_build")]
 
 
 def test_catch2_suite(cpp_build):
-    if not (cpp_build / "shim_tests").exists() and os.environ.get("AOTI_DEBUG_PRINTER_NO_CATCH2"):
-        pytest.skip("this machine has no Catch2 (AOTI_DEBUG_PRINTER_NO_CATCH2 is set)")
+    if not (cpp_build / "shim_tests").exists() and os.environ.get("ADP_NO_CATCH2"):
+        pytest.skip("this machine has no Catch2 (ADP_NO_CATCH2 is set)")
     r = subprocess.run([cpp_build / "shim_tests"], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-6000:]
     assert re.search(r"All tests passed \(\d+ assertions in \d+ test cases\)", r.stdout)

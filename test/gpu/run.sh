@@ -19,7 +19,7 @@ mkdir -p "$logs"
 echo "CUDAHOSTCXX was: ${CUDAHOSTCXX:-unset}; CMAKE_CUDA_HOST_COMPILER: ${CMAKE_CUDA_HOST_COMPILER:-unset}"
 export CXX=/usr/bin/g++ CUDAHOSTCXX=/usr/bin/g++ PYTHONUNBUFFERED=1
 # The GPU image has no Catch2: the C++ suite is skipped there, not failed.
-export AOTI_DEBUG_PRINTER_NO_CATCH2=1
+export ADP_NO_CATCH2=1
 # Never multicast over NVLink (shared hosts).
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 { python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0), "x", torch.cuda.device_count())'
