@@ -21,6 +21,12 @@ os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="adp-in
 # compile workers would only start one more process per test process (and
 # per child a test starts). It changes how kernels are compiled, not what.
 os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+# The wrapper's C++ (AOTInductor's runtime interface and the calls around
+# kernels; not the kernels, which keep -O3) at -O0 instead of Inductor's -O1:
+# about 2 of the 9 s g++ spends on each wrapper, however small the model,
+# and its precompiled header is built at the same level. What the wrapper
+# does is the same at either level.
+os.environ.setdefault("AOT_INDUCTOR_COMPILE_WRAPPER_OPT_LEVEL", "O0")
 # What every pytest-xdist worker of this run shares (not AOTI_DEBUG_PRINTER_*:
 # the shim names a variable of its prefix it does not know): compiled packages and
 # the CMake build are made once, by the first worker that asks

@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -87,6 +88,8 @@ class Judged:
     parts: findings.PartsOfProgram
     found: aoti_debug_printer.Divergence
     comparison: aoti_debug_printer.Comparison | None = None
+    inputs: tuple = ()
+    dump: Path | None = None
     # Part key -> its output unchanged by the write guard.
     guard_keeps_output: dict[str, bool] = dataclasses.field(default_factory=dict)
 
@@ -115,37 +118,45 @@ def judge_correct_models(device: str, tmp: Path) -> Judged:
     return judged
 
 
-def judge_planted_bugs(device: str, kind: str, tmp: Path) -> Judged:
-    """Every planted case of `kind` on `device` whose packages import, as
-    the parts of one program compiled with that kind's wrong lowering:
-    each part holds its own bug, and is judged against eager."""
+def planted_key(name: str, position: int, kind: str) -> str:
+    return f"{name}_at_{position}_{kind}"
+
+
+def judge_planted_bugs(device: str, tmp: Path) -> Judged:
+    """Every planted case on `device` whose packages import, as the parts of
+    one program compiled with every kind's wrong lowering (each kind has an
+    op of its own): each part holds its own bug, and is judged against
+    eager."""
     cases = {
-        f"{name}_at_{position}": {"name": name, "plant_at": position, "kind": kind}
-        for name, position, k in planted_cases(device)
-        if k == kind and has_packages_of(name)
+        planted_key(*case): dict(zip(("name", "plant_at", "kind"), case))
+        for case in planted_cases(device)
+        if has_packages_of(case[0])
     }
     model, inputs, dynamic = findings.build_parts(cases, device)
     program = torch.export.export(model, inputs, dynamic_shapes=dynamic)
-    with findings.wrong_lowering(kind):
+    with findings.wrong_lowering(*{kind for _, _, kind in planted_cases(device)}):
         dump = compile_and_dump(program, inputs, tmp / "dump")
     found = aoti_debug_printer.first_divergence_from_eager(program, dump=dump)
-    return Judged(program, findings.PartsOfProgram(program, dump), found)
+    return Judged(program, findings.PartsOfProgram(program, dump), found, None, inputs, dump)
+
+
+_JUDGED: dict[tuple, Judged] = {}
+
+
+def judged_once(what, *arguments) -> Judged:
+    """What `what(*arguments, tmp)` judged, made once per test process."""
+    key = (what.__name__, *arguments)
+    if key not in _JUDGED:
+        _JUDGED[key] = what(*arguments, Path(tempfile.mkdtemp(prefix=f"adp-{what.__name__}-")))
+    return _JUDGED[key]
 
 
 @pytest.fixture(scope="module")
-def judged(tmp_path_factory):
-    """judged(what, *arguments) -> Judged: judge_correct_models or
-    judge_planted_bugs, made once per module (the tests of each stay on one
-    pytest-xdist worker)."""
-    made: dict[tuple, Judged] = {}
-
-    def get(what, *arguments) -> Judged:
-        key = (what.__name__, *arguments)
-        if key not in made:
-            made[key] = what(*arguments, tmp_path_factory.mktemp(what.__name__))
-        return made[key]
-
-    return get
+def judged():
+    """judged(what, *arguments) -> Judged: judge_correct_models,
+    judge_planted_bugs or compare_with_a_right_compile, made once (the
+    tests of each share an xdist_group: one pytest-xdist worker)."""
+    return judged_once
 
 
 @pytest.mark.xdist_group("correct_models")
@@ -241,8 +252,8 @@ def planted_cases(device: str):
 )
 def test_a_planted_bug_is_named(name, position, kind, device, judged):
     needs_packages_of(name)
-    every = judged(judge_planted_bugs, device, kind)
-    key = f"{name}_at_{position}"
+    every = judged(judge_planted_bugs, device)
+    key = planted_key(name, position, kind)
     found = every.divergence(key)
     assert found.first is not None, (
         f"{kind} in {name} at {position} not found:\n" + format_divergence(found)
@@ -258,18 +269,32 @@ def test_a_planted_bug_is_named(name, position, kind, device, judged):
     assert first is not None and "planted" in (first.record.kernel + first.node)
 
 
+def compare_with_a_right_compile(device: str, tmp: Path) -> Judged:
+    """The planted program compiled right (A) against its compile with the
+    wrong lowerings (B). (Two configs of one program: the correct models'
+    test, and test_compare_across_configs_from_the_command_line.)"""
+    planted = judged_once(judge_planted_bugs, device)
+    right = compile_and_dump(planted.program, planted.inputs, tmp / "right")
+    planted.comparison = aoti_debug_printer.compare(right, planted.dump)
+    return planted
+
+
+@pytest.mark.xdist_group("planted_bugs")
 @pytest.mark.parametrize("kind", ["tanh_gelu", "gelu_constant", "bf16_reduction"])
-def test_compare_names_the_kernel_one_compile_got_wrong(kind, tmp_path):
-    """Two compiles of one program, the second with the planted lowering:
-    compare names where the error is introduced, not where drift grows."""
-    model, inputs, _ = findings.build("post_ln_mlp", plant_at=1, kind=kind)
-    program = torch.export.export(model, inputs)
-    a = compile_and_dump(program, inputs, tmp_path / "a")
-    with findings.wrong_lowering(kind):
-        b = compile_and_dump(program, inputs, tmp_path / "b", UNFUSED)
-    c = aoti_debug_printer.compare(a, b)
-    assert c.first is not None, format_comparison(c)
-    assert names_the_planted_kernel(c.first.b, planted_nodes(program, kind)), format_comparison(c)
+def test_compare_names_the_kernel_one_compile_got_wrong(kind, judged):
+    """Two compiles of one program, the second with the planted lowerings:
+    in each post-LN MLP part with a bug of `kind`, compare names where the
+    error is introduced, not where drift grows."""
+    every = judged(compare_with_a_right_compile, "cpu")
+    c = every.comparison
+    for name, position, k in findings.PLANTED:
+        if (name, k) != ("post_ln_mlp", kind):
+            continue
+        key = planted_key(name, position, k)
+        in_part = [d for d in c.diverged if every.parts.of(d.b) == key]
+        assert in_part, f"{key}:\n" + format_comparison(c)
+        planted = {n for n in planted_nodes(every.program, kind) if every.parts.of_node[n] == key}
+        assert names_the_planted_kernel(in_part[0].b, planted), format_comparison(c)
 
 
 def test_the_store_a_kernel_never_makes_carries_no_node(tmp_path):

@@ -6,8 +6,9 @@ and that is wrong in the compiled model only:
   computes 1.5x + 0.25 (a gross error);
 - "tanh_gelu": `planted_gelu(x)`, the exact GELU in eager, lowered as the
   tanh approximation (errors up to 4.7e-4, about 1e-4 of the value);
-- "gelu_constant": the same op lowered as the exact formula with 1/sqrt(2)
-  written 0.707 (errors near 4e-5 of the value);
+- "gelu_constant": `planted_gelu_constant(x)`, the exact GELU too, lowered
+  as the exact formula with 1/sqrt(2) written 0.707 (errors near 4e-5 of
+  the value);
 - "bf16_reduction": `planted_center(x)` = x - mean(x) over the last
   dimension, lowered with the mean reduced in bfloat16: from the input
   rounded to bfloat16, to a bfloat16 result (about 1e-3 of the value);
@@ -55,6 +56,16 @@ def _(x):
     return torch.empty_like(x)
 
 
+@torch.library.custom_op("adp_findings::planted_gelu_constant", mutates_args=())
+def planted_gelu_constant(x: torch.Tensor) -> torch.Tensor:
+    return F.gelu(x)
+
+
+@planted_gelu_constant.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
 @torch.library.custom_op("adp_findings::planted_center", mutates_args=())
 def planted_center(x: torch.Tensor) -> torch.Tensor:
     return x - x.mean(dim=-1, keepdim=True)
@@ -84,7 +95,7 @@ def _(x):
 PLANTED_OPS = {
     "affine": torch.ops.adp_findings.planted.default,
     "tanh_gelu": torch.ops.adp_findings.planted_gelu.default,
-    "gelu_constant": torch.ops.adp_findings.planted_gelu.default,
+    "gelu_constant": torch.ops.adp_findings.planted_gelu_constant.default,
     "bf16_reduction": torch.ops.adp_findings.planted_center.default,
     "half_kernel": torch.ops.adp_findings.planted_softsign.default,
 }
@@ -159,31 +170,34 @@ def _wrong_lowering(kind: str):
     raise KeyError(kind)
 
 
-# The kind whose wrong lowering is active (wrong_lowering), which a compile
-# key must hold: Inductor's config does not say it.
-_planted_lowering: str | None = None
+# The kinds whose wrong lowerings are active (wrong_lowering), which a
+# compile key must hold: Inductor's config does not say it.
+_planted_lowering: tuple[str, ...] = ()
 
 
 @contextlib.contextmanager
-def wrong_lowering(kind: str = "affine"):
-    """Inductor lowers the planted op of `kind` wrong while this is active
-    ("half_kernel" needs nothing: its CUDA kernel is the bug)."""
+def wrong_lowering(*kinds: str):
+    """Inductor lowers the planted op of each kind wrong while this is active
+    (default "affine"; "half_kernel" needs nothing: its CUDA kernel is the
+    bug). Each kind has an op of its own, so a program may hold them all."""
     from torch._inductor import lowering
 
     global _planted_lowering
-    op = PLANTED_OPS[kind]
-    if kind != "half_kernel":
-        lowering.register_lowering(op)(_wrong_lowering(kind))
-    _planted_lowering = kind
+    kinds = kinds or ("affine",)
+    for kind in kinds:
+        if kind != "half_kernel":
+            lowering.register_lowering(PLANTED_OPS[kind])(_wrong_lowering(kind))
+    _planted_lowering = tuple(sorted(kinds))
     try:
         # Inductor's caches key on the graph, not on the lowerings: a graph
         # compiled before with the right lowering would come back right.
         with torch._inductor.config.patch(force_disable_caches=True):
             yield
     finally:
-        _planted_lowering = None
-        if kind != "half_kernel":
-            lowering.lowerings.pop(op, None)
+        _planted_lowering = ()
+        for kind in kinds:
+            if kind != "half_kernel":
+                lowering.lowerings.pop(PLANTED_OPS[kind], None)
 
 
 class _Plantable(torch.nn.Module):
