@@ -31,8 +31,10 @@ from aoti_debug_printer.records import Phase, Reason, Role
 pytestmark = pytest.mark.slow
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
-# Another configuration of the same program: every node its own kernel.
-UNFUSED = {"max_fusion_size": 1}
+# Another configuration of the same program: every node its own kernel, and
+# C++ kernels without SIMD (other loops, other orders of reduction; and a
+# third cheaper to compile than the default).
+OTHER_CONFIG = {"max_fusion_size": 1, "cpp.simdlen": 0}
 
 
 def guard_changes_no_output(package: Path, inputs, dump_root: Path) -> list[bool]:
@@ -99,14 +101,14 @@ class Judged:
 
 def judge_correct_models(device: str, tmp: Path) -> Judged:
     """Every correct model whose packages import, as the parts of one
-    program: compiled twice (Inductor's default, and every node its own
-    kernel), judged against eager, the two compiles compared, and run with
-    the write guard on."""
+    program: compiled twice (Inductor's default, and OTHER_CONFIG), judged
+    against eager, the two compiles compared, and run with the write guard
+    on."""
     keys = [name for name in findings.CORRECT if has_packages_of(name)]
     model, inputs, dynamic = findings.build_parts({k: {"name": k} for k in keys}, device)
     program = torch.export.export(model, inputs, dynamic_shapes=dynamic)
     a = compile_and_dump(program, inputs, tmp / "a")
-    b = compile_and_dump(program, inputs, tmp / "b", UNFUSED)
+    b = compile_and_dump(program, inputs, tmp / "b", OTHER_CONFIG)
     judged = Judged(
         program,
         findings.PartsOfProgram(program, a),
@@ -357,7 +359,7 @@ def test_compare_across_configs_from_the_command_line(tmp_path):
     model, inputs, _ = findings.build("post_ln_mlp")
     program = torch.export.export(model, inputs)
     a = compile_and_dump(program, inputs, tmp_path / "a")
-    b = compile_and_dump(program, inputs, tmp_path / "b", UNFUSED)
+    b = compile_and_dump(program, inputs, tmp_path / "b", OTHER_CONFIG)
     done = cli("compare", a, b)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "matched by node" in done.stdout and "no divergence" in done.stdout

@@ -37,10 +37,18 @@ def free_port() -> int:
 
 
 def start_ranks(
-    package: Path, model: str, backend: str, dump: Path, world: int = 2, **env
+    package: Path,
+    model: str,
+    backend: str,
+    dump: Path,
+    world: int = 2,
+    then: tuple[tuple, ...] = (),
+    **env,
 ) -> list[subprocess.Popen]:
-    """Starts `world` ranks of the script below, as torchrun would."""
+    """Starts `world` ranks of the script below, as torchrun would; `then`:
+    more runs of the job, (package, model, dump, shard_of or "-") each."""
     port = str(free_port())
+    more = [str(x) for run in then for x in ("--then", *run)]
     procs = []
     for rank in range(world):
         rank_env = dict(
@@ -55,7 +63,7 @@ def start_ranks(
         )
         procs.append(
             subprocess.Popen(
-                [sys.executable, __file__, str(package), model, "--backend", backend],
+                [sys.executable, __file__, str(package), model, "--backend", backend, *more],
                 env=rank_env,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -83,11 +91,17 @@ def finish(procs: list[subprocess.Popen], timeout: float = 600) -> list[tuple[in
 
 
 def run_ranks(
-    package: Path, model: str, backend: str, dump: Path, world: int = 2, **env
+    package: Path,
+    model: str,
+    backend: str,
+    dump: Path,
+    world: int = 2,
+    then: tuple[tuple, ...] = (),
+    **env,
 ) -> list[str]:
     """Runs `world` ranks to their end, each successful; returns their stdout."""
     outs = []
-    for code, out, err in finish(start_ranks(package, model, backend, dump, world, **env)):
+    for code, out, err in finish(start_ranks(package, model, backend, dump, world, then, **env)):
         assert code == 0, err[-4000:]
         outs.append(out)
     return outs
@@ -277,8 +291,17 @@ def check_tensor_parallel(package, tmp_path: Path, backend: str, device: str = "
     torch.testing.assert_close(out, model(*inputs))
     tp2 = package("tp2_mlp", 1, device=device)
 
-    right = tmp_path / "tp2"
-    run_ranks(tp2, "tp2_mlp", backend, right)
+    right, wrong_shard, unreduced = (
+        tmp_path / "tp2",
+        tmp_path / "wrong_shard",
+        tmp_path / "unreduced",
+    )
+    # One job, three runs: right; rank 1 on rank 0's shards; no all_reduce.
+    then = (
+        (tp2, "tp2_mlp", wrong_shard, 0),
+        (package("tp2_mlp_unreduced", 1, device=device), "tp2_mlp_unreduced", unreduced, "-"),
+    )
+    run_ranks(tp2, "tp2_mlp", backend, right, then=then)
     done = cli("compare", single, right)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "B: " in done.stdout and "(ranks 0, 1)" in done.stdout
@@ -286,8 +309,6 @@ def check_tensor_parallel(package, tmp_path: Path, backend: str, device: str = "
     assert counts and int(counts.group(3)) >= 2, done.stdout  # fc1's output and its relu
     assert "no divergence: every rank holds what the single-device run holds" in done.stdout
 
-    wrong_shard = tmp_path / "wrong_shard"
-    run_ranks(tp2, "tp2_mlp", backend, wrong_shard, ADP_SHARD_OF="0")
     done = cli("compare", single, wrong_shard)
     assert done.returncode == 1, done.stdout + done.stderr
     first = re.search(r"^FIRST DIVERGENCE: (.*)$", done.stdout, re.M)
@@ -295,10 +316,6 @@ def check_tensor_parallel(package, tmp_path: Path, backend: str, device: str = "
         "rank 1 at node linear (sharded along dimension 1, rank 1's slice 8:16): B "
     ), done.stdout
 
-    unreduced = tmp_path / "unreduced"
-    run_ranks(
-        package("tp2_mlp_unreduced", 1, device=device), "tp2_mlp_unreduced", backend, unreduced
-    )
     found = aoti_debug_printer.compare_parallel(single, unreduced)
     assert found.first is not None and found.first.ranks == [0, 1]
     done = cli("compare", unreduced, single)  # either order
@@ -323,40 +340,52 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("package")
     parser.add_argument("model")
     parser.add_argument("--backend", default="gloo")
+    parser.add_argument(
+        "--then",
+        nargs=4,
+        action="append",
+        default=[],
+        metavar=("PACKAGE", "MODEL", "DUMP", "SHARD_OF"),
+        help="after the first run, another in the same job, into DUMP; SHARD_OF: the "
+        "rank whose shards rank 1 loads (a tensor-parallel model; - for its own)",
+    )
     args = parser.parse_args(argv)
 
     import torch.distributed as dist
 
     sys.path.insert(0, str(HERE))
+    from testmodels import small
+
     rank = int(os.environ["RANK"])
     dist.init_process_group(args.backend)
-    if args.backend == "nccl":
-        from testmodels import gpu, small
-
+    device = "cuda" if args.backend == "nccl" else "cpu"
+    if device == "cuda":
         torch.cuda.set_device(rank)
-        if args.model in gpu.MODELS:
-            _, inputs = gpu.build(args.model)
-        else:
-            _, inputs = small.build(args.model, "cuda")
-        compiled = torch._inductor.aoti_load_package(args.package, device_index=rank)
-        check = torch.ones(1, device="cuda")
-        device = "cuda"
-    else:
-        from testmodels import small
+    runs = [(args.package, args.model, None, os.environ.get("ADP_SHARD_OF"))]
+    runs += [(p, m, d, None if s == "-" else s) for p, m, d, s in args.then]
+    for package, model, dump, shard_of in runs:
+        if device == "cuda" and model not in small.MODELS:
+            from testmodels import gpu  # Triton's models: CUDA only
 
-        _, inputs = small.build(args.model)
+            _, inputs = gpu.build(model)
+        else:
+            _, inputs = small.build(model, device)
         if os.environ.get("ADP_OWN_INPUTS"):  # data parallel: each rank its own batch
             inputs = tuple(t + rank for t in inputs)
-        compiled = torch._inductor.aoti_load_package(args.package)
-        check = torch.ones(1)
-        device = "cpu"
-    if args.model in small.TENSOR_PARALLEL:  # one package, each rank its own shards
-        # ADP_SHARD_OF plants a rank that loads another rank's shards.
-        shard = int(os.environ.get("ADP_SHARD_OF", rank)) if rank else 0
-        weights = small.shards_of(args.model, shard, device)
-        compiled.load_constants(weights, check_full_update=True)
-    print(f"rank {rank} runs the model at {time.time()}", flush=True)
-    compiled(*inputs)
+        compiled = torch._inductor.aoti_load_package(
+            package, device_index=rank if device == "cuda" else -1
+        )
+        if model in small.TENSOR_PARALLEL:  # one package, each rank its own shards
+            # shard_of plants a rank 1 that loads another rank's shards.
+            shard = int(shard_of) if rank == 1 and shard_of is not None else rank
+            compiled.load_constants(small.shards_of(model, shard, device), check_full_update=True)
+        print(f"rank {rank} runs the model at {time.time()}", flush=True)
+        if dump is None:
+            compiled(*inputs)
+        else:
+            with aoti_debug_printer.options(dump_dir=dump):
+                compiled(*inputs)
+    check = torch.ones(1, device=device)
     dist.all_reduce(check)
     assert check.item() == dist.get_world_size()
     # Both ranks leave together: a rank tearing gloo down while its peer is

@@ -192,25 +192,29 @@ def shards_of(name: str, rank: int, device: str = "cpu") -> dict[str, torch.Tens
     return {"fc1.weight": model.fc1.weight.detach(), "fc2.weight": model.fc2.weight.detach()}
 
 
+# Each model by name: what build() constructs.
+MODELS = {
+    "mlp": MLP,
+    "externs": Externs,
+    "dynamic": Dynamic,
+    "nan_maker": NanMaker,
+    "rank_shift": RankShift,
+    "custom_op": CustomOp,
+    "undeclared_mutation": UndeclaredMutation,
+    "fills_rows": FillRows,
+    "writes_past": lambda: FillRows(past=1),
+    "cpp_fills_rows": lambda: FillRows(library="adp_cpp"),
+    "cpp_writes_past": lambda: FillRows(past=1, library="adp_cpp"),
+    **{
+        n: (lambda world=world, reduce=reduce: TensorParallelMLP(world, 0, reduce))
+        for n, (world, reduce) in TENSOR_PARALLEL.items()
+    },
+}
+
+
 def build(name: str, device: str = "cpu"):
     torch.manual_seed(0)
-    model = {
-        "mlp": MLP,
-        "externs": Externs,
-        "dynamic": Dynamic,
-        "nan_maker": NanMaker,
-        "rank_shift": RankShift,
-        "custom_op": CustomOp,
-        "undeclared_mutation": UndeclaredMutation,
-        "fills_rows": FillRows,
-        "writes_past": lambda: FillRows(past=1),
-        "cpp_fills_rows": lambda: FillRows(library="adp_cpp"),
-        "cpp_writes_past": lambda: FillRows(past=1, library="adp_cpp"),
-        **{
-            n: (lambda world=world, reduce=reduce: TensorParallelMLP(world, 0, reduce))
-            for n, (world, reduce) in TENSOR_PARALLEL.items()
-        },
-    }[name]()
+    model = MODELS[name]()
     model = model.eval().to(device)
     if name in ("mlp", "nan_maker", "rank_shift", *TENSOR_PARALLEL):
         inputs = (torch.randn(3, 8),)
