@@ -179,6 +179,7 @@ def test_three_gloo_ranks_name_the_rank_that_leaves_the_others(package, tmp_path
     """The op is wrong on rank 0 only: the majority (ranks 1 and 2) is the
     reference, so rank 0 is named, at the op, not the lowest rank's peers."""
     dump = tmp_path / "dump"
+    began = time.time()
     # With the trap on, every rank watches the job's store: a job in which
     # nothing stops still ends as it would, each rank finishing.
     outs = run_ranks(
@@ -198,6 +199,7 @@ def test_three_gloo_ranks_name_the_rank_that_leaves_the_others(package, tmp_path
     assert first, done.stdout
     assert first.group(1).startswith("rank 0 leaves ranks 1, 2 at node rank_shift: "), done.stdout
     assert "adp_models::rank_shift" in first.group(1)
+    print(f"3 gloo ranks: named {time.time() - began:.1f} s after the job's start")
     # Only the first: what reads its output differs by what it carried in.
     assert done.stdout.count("leaves") == 1, done.stdout
     found = aoti_debug_printer.compare_ranks(dump)
@@ -301,15 +303,25 @@ def check_tensor_parallel(package, tmp_path: Path, backend: str, device: str = "
         (tp2, "tp2_mlp", wrong_shard, 0),
         (package("tp2_mlp_unreduced", 1, device=device), "tp2_mlp_unreduced", unreduced, "-"),
     )
+    began = time.time()
     run_ranks(tp2, "tp2_mlp", backend, right, then=then)
+    took = {"job of three runs": time.time() - began}
+    began = time.time()
     done = cli("compare", single, right)
+    took["compare, right"] = time.time() - began
     assert done.returncode == 0, done.stdout + done.stderr
     assert "B: " in done.stdout and "(ranks 0, 1)" in done.stdout
-    counts = re.search(r"gathered (\d+) values of A: (\d+) replicated, (\d+) sharded", done.stdout)
-    assert counts and int(counts.group(3)) >= 2, done.stdout  # fc1's output and its relu
+    counts = re.search(
+        r"gathered (\d+) values of A: (\d+) replicated, (\d+) sharded .*, (\d+) partial sums",
+        done.stdout,
+    )
+    # fc1's output and its relu sharded; fc2's output partial sums.
+    assert counts and int(counts.group(3)) >= 2 and int(counts.group(4)) >= 1, done.stdout
     assert "no divergence: every rank holds what the single-device run holds" in done.stdout
 
+    began = time.time()
     done = cli("compare", single, wrong_shard)
+    took["compare, wrong shard"] = time.time() - began
     assert done.returncode == 1, done.stdout + done.stderr
     first = re.search(r"^FIRST DIVERGENCE: (.*)$", done.stdout, re.M)
     assert first and first.group(1).startswith(
@@ -318,7 +330,9 @@ def check_tensor_parallel(package, tmp_path: Path, backend: str, device: str = "
 
     found = aoti_debug_printer.compare_parallel(single, unreduced)
     assert found.first is not None and found.first.ranks == [0, 1]
+    began = time.time()
     done = cli("compare", unreduced, single)  # either order
+    took["compare, no all_reduce"] = time.time() - began
     assert done.returncode == 1, done.stdout + done.stderr
     first = re.search(r"^FIRST DIVERGENCE: (.*)$", done.stdout, re.M)
     kernel = found.first.differences[0].b.kernel
@@ -329,6 +343,7 @@ def check_tensor_parallel(package, tmp_path: Path, backend: str, device: str = "
     # What its kernel read (the sharded relu) is right: the error is introduced here.
     assert found.first.differences[0].inputs_rms < 1e-4
     print(done.stdout)
+    print(f"{backend}, seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in took.items()))
 
 
 def test_a_tensor_parallel_run_against_the_single_device_run(package, tmp_path):

@@ -172,11 +172,15 @@ class TensorParallelMLP(torch.nn.Module):
 
     def forward(self, x):
         partial = self.fc2(torch.relu(self.fc1(x)))
+        whole = partial
         if self.world > 1 and self.reduce:
-            partial = torch.ops._c10d_functional.wait_tensor(
+            whole = torch.ops._c10d_functional.wait_tensor(
                 torch.ops._c10d_functional.all_reduce(partial, "sum", "0")
             )
-        return self.norm(x + partial + self.bias2)
+        # fc2's output as each rank holds it is an output too (a value of
+        # the program in a buffer of its own, where the all_reduce would
+        # otherwise reduce it in place): on several ranks, partial sums.
+        return self.norm(x + whole + self.bias2), partial
 
 
 # Tensor-parallel models: (ranks, whether the partial sums are added up).
