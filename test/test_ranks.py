@@ -319,6 +319,20 @@ def check_tensor_parallel(package, tmp_path: Path, backend: str, device: str = "
     assert counts and int(counts.group(3)) >= 2 and int(counts.group(4)) >= 1, done.stdout
     assert "no divergence: every rank holds what the single-device run holds" in done.stdout
 
+    # Statistics alone (the records of level 2) cannot be gathered: one line.
+    stats_only = tmp_path / "stats_only"
+    stats_only.mkdir()
+    (stats_only / "manifest.jsonl").write_text(
+        "".join(
+            json.dumps({k: v for k, v in json.loads(line).items() if k != "file"}) + "\n"
+            for line in (right / "manifest.jsonl").read_text().splitlines()
+        )
+    )
+    done = cli("compare", single, stats_only)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.endswith("needs level-1 dumps (AOTI_DEBUG_PRINTER_LEVEL=1)"), line
+
     began = time.time()
     done = cli("compare", single, wrong_shard)
     took["compare, wrong shard"] = time.time() - began

@@ -22,9 +22,9 @@ the ranks hold different values where A holds one."""
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from enum import Enum
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +83,7 @@ class ParallelComparison:
     def count(self, layout: Layout) -> int:
         return sum(g.layout is layout for g in self.gathered)
 
-    @property
+    @cached_property
     def first(self) -> ParallelDivergence | None:
         firsts = {k: c.first for k, c in self.per_rank.items() if c.first is not None}
         if not firsts:
@@ -118,32 +118,36 @@ def is_tensor_parallel(single: Dump, parallel: Dump) -> bool:
     return len(ranks_of(single)) == 1 and len(ranks_of(parallel)) > 1
 
 
-def _layout(a, values: dict[int, Any]) -> Gathered:
-    """How the ranks' `values` hold A's value `a` (layout only; Gathered.a
-    is filled in by the caller)."""
+def _rms_of_difference(x, y) -> float:
+    """The RMS of x - y, in double precision (complex where either is),
+    whatever their dtype."""
+    import torch
+
+    wide = torch.complex128 if x.dtype.is_complex or y.dtype.is_complex else torch.float64
+    d = x.to(wide) - y.to(wide)
+    return float(d.abs().square().mean().sqrt()) if d.numel() else 0.0
+
+
+def gather(ra: Record, a, values: dict[int, Any]) -> Gathered:
+    """How the ranks' `values` (rank -> tensor) hold A's value `a`, the
+    tensor of record `ra`."""
     import torch
 
     shapes = {k: tuple(v.shape) for k, v in values.items()}
     whole = tuple(a.shape)
-    rank_values = list(values.values())
+    first, *others = values.values()
     agree = all(
-        v.dtype == rank_values[0].dtype
-        and v.shape == rank_values[0].shape
-        and torch.equal(v, rank_values[0])
-        for v in rank_values[1:]
+        v.dtype == first.dtype and v.shape == first.shape and torch.equal(v, first) for v in others
     )
     if all(s == whole for s in shapes.values()):
         if agree:
-            return Gathered(None, Layout.REPLICATED)  # type: ignore[arg-type]
-
-        def rms(t) -> float:
-            t = t.double()
-            return float(t.square().mean().sqrt()) if t.numel() else 0.0
-
-        worst_replica = max(rms(v - a) for v in rank_values)
-        of_sum = rms(sum(v.double() for v in rank_values) - a.double())
-        layout = Layout.PARTIAL if of_sum < worst_replica else Layout.REPLICATED
-        return Gathered(None, layout, ranks_agree=False)  # type: ignore[arg-type]
+            return Gathered(ra, Layout.REPLICATED)
+        # Ranks that differ: partial sums where their sum is nearer A's
+        # value than the farthest of them is.
+        worst_replica = max(_rms_of_difference(v, a) for v in values.values())
+        total = sum(v.double() for v in values.values())
+        partial = _rms_of_difference(total, a) < worst_replica
+        return Gathered(ra, Layout.PARTIAL if partial else Layout.REPLICATED, ranks_agree=False)
     for dim in range(len(whole)):
         fits = all(
             len(s) == len(whole) and all(s[i] == whole[i] for i in range(len(whole)) if i != dim)
@@ -154,8 +158,8 @@ def _layout(a, values: dict[int, Any]) -> Gathered:
             for k in sorted(shapes):
                 slices[k] = (start, shapes[k][dim])
                 start += shapes[k][dim]
-            return Gathered(None, Layout.SHARDED, dim, slices, False)  # type: ignore[arg-type]
-    return Gathered(None, Layout.UNSPLIT, ranks_agree=agree)  # type: ignore[arg-type]
+            return Gathered(ra, Layout.SHARDED, dim, slices, ranks_agree=False)
+    return Gathered(ra, Layout.UNSPLIT, ranks_agree=agree)
 
 
 def compare_parallel(
@@ -200,7 +204,7 @@ def compare_parallel(
             continue
         a = ra.load()
         values = {k: rb.load() for k, rb in rbs.items()}
-        g = dataclasses.replace(_layout(a, values), a=ra)
+        g = gather(ra, a, values)
         gathered.append(g)
         if g.layout is Layout.SHARDED:
             for k, (start, length) in g.slices.items():
