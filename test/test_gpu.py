@@ -560,6 +560,26 @@ def test_two_nccl_ranks_part_at_the_op_one_of_them_computes_wrong(package, tmp_p
     print(done.stdout)
 
 
+@pytest.mark.skipif(torch.cuda.device_count() < 3, reason="needs 3 GPUs")
+@pytest.mark.xdist_group("ranks")
+def test_three_nccl_ranks_name_the_rank_that_leaves_the_others(package, tmp_path):
+    """The op wrong on rank 0 of three GPUs: ranks 1 and 2 are the
+    majority, and rank 0 is named, at the op."""
+    import test_ranks
+
+    dump = tmp_path / "dump"
+    path = package("rank_shift", 1, device="cuda")
+    test_ranks.run_ranks(path, "rank_shift", "nccl", dump, 3, ADP_WRONG_RANK="0")
+    done = test_ranks.cli("compare", dump, "--ranks")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "reference: ranks 1, 2" in done.stdout, done.stdout
+    assert (
+        "FIRST DIVERGENCE ACROSS RANKS: rank 0 leaves ranks 1, 2 at node rank_shift: "
+        "adp_models::rank_shift" in done.stdout
+    ), done.stdout
+    print(done.stdout)
+
+
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs")
 @pytest.mark.xdist_group("ranks")
 def test_a_trap_on_one_nccl_rank_ends_the_job_within_seconds(package, tmp_path):
