@@ -118,13 +118,15 @@ def is_tensor_parallel(single: Dump, parallel: Dump) -> bool:
     return len(ranks_of(single)) == 1 and len(ranks_of(parallel)) > 1
 
 
-def _rms_of_difference(x, y) -> float:
-    """The RMS of x - y, in double precision (complex where either is),
-    whatever their dtype."""
+def _wide(t):
+    """`t` in double precision (complex where it is), whatever its dtype."""
     import torch
 
-    wide = torch.complex128 if x.dtype.is_complex or y.dtype.is_complex else torch.float64
-    d = x.to(wide) - y.to(wide)
+    return t.to(torch.complex128 if t.dtype.is_complex else torch.float64)
+
+
+def _rms_of_difference(x, y) -> float:
+    d = _wide(x) - _wide(y)
     return float(d.abs().square().mean().sqrt()) if d.numel() else 0.0
 
 
@@ -145,7 +147,7 @@ def gather(ra: Record, a, values: dict[int, Any]) -> Gathered:
         # Ranks that differ: partial sums where their sum is nearer A's
         # value than the farthest of them is.
         worst_replica = max(_rms_of_difference(v, a) for v in values.values())
-        total = sum(v.double() for v in values.values())
+        total = sum(_wide(v) for v in values.values())
         partial = _rms_of_difference(total, a) < worst_replica
         return Gathered(ra, Layout.PARTIAL if partial else Layout.REPLICATED, ranks_agree=False)
     for dim in range(len(whole)):
@@ -210,7 +212,7 @@ def compare_parallel(
             for k, (start, length) in g.slices.items():
                 a_held[k][id(ra.tensor)] = a.narrow(g.dim, start, length)
         elif g.layout is Layout.PARTIAL:
-            total = sum(v.double() for v in values.values()).to(a.dtype)
+            total = sum(_wide(v) for v in values.values()).to(a.dtype)
             for k, rb in rbs.items():
                 b_held[k][id(rb.tensor)] = total
 
