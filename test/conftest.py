@@ -106,19 +106,20 @@ def compile_package(
     }
     dynamic = {"x": {0: torch.export.Dim("batch", min=2)}} if model_name == "dynamic" else None
     collectives = model_name in small.TENSOR_PARALLEL
-    with torch._inductor.config.patch(patch), one_process_group(collectives):
+    job = one_process_group() if collectives else contextlib.nullcontext()
+    with torch._inductor.config.patch(patch), job:
         exported = torch.export.export(model, inputs, dynamic_shapes=dynamic)
         return Path(torch._inductor.aoti_compile_and_package(exported, package_path=str(path)))
 
 
 @contextlib.contextmanager
-def one_process_group(wanted: bool = True):
+def one_process_group():
     """A job of one process while a program with collectives compiles:
     Inductor asks the group the program names ("0", the job's default
     group, which the ranks that run the package have) for its size."""
     import torch.distributed as dist
 
-    if not wanted or dist.is_initialized():
+    if dist.is_initialized():
         yield
         return
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)

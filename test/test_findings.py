@@ -14,7 +14,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import zipfile
 from pathlib import Path
 
@@ -99,7 +98,7 @@ class Judged:
         return self.parts.divergence(self.found, key)
 
 
-def judge_correct_models(device: str, tmp: Path) -> Judged:
+def judge_correct_models(judged, device: str, tmp: Path) -> Judged:
     """Every correct model whose packages import, as the parts of one
     program: compiled twice (Inductor's default, and OTHER_CONFIG), judged
     against eager, the two compiles compared, and run with the write guard
@@ -124,7 +123,7 @@ def planted_key(name: str, position: int, kind: str) -> str:
     return f"{name}_at_{position}_{kind}"
 
 
-def judge_planted_bugs(device: str, tmp: Path) -> Judged:
+def judge_planted_bugs(judged, device: str, tmp: Path) -> Judged:
     """Every planted case on `device` whose packages import, as the parts of
     one program compiled with every kind's wrong lowering (each kind has an
     op of its own): each part holds its own bug, and is judged against
@@ -142,23 +141,21 @@ def judge_planted_bugs(device: str, tmp: Path) -> Judged:
     return Judged(program, findings.PartsOfProgram(program, dump), found, None, inputs, dump)
 
 
-_JUDGED: dict[tuple, Judged] = {}
-
-
-def judged_once(what, *arguments) -> Judged:
-    """What `what(*arguments, tmp)` judged, made once per test process."""
-    key = (what.__name__, *arguments)
-    if key not in _JUDGED:
-        _JUDGED[key] = what(*arguments, Path(tempfile.mkdtemp(prefix=f"adp-{what.__name__}-")))
-    return _JUDGED[key]
-
-
 @pytest.fixture(scope="module")
-def judged():
-    """judged(what, *arguments) -> Judged: judge_correct_models,
-    judge_planted_bugs or compare_with_a_right_compile, made once (the
-    tests of each share an xdist_group: one pytest-xdist worker)."""
-    return judged_once
+def judged(tmp_path_factory):
+    """judged(what, *arguments) -> Judged: what `what(judged, *arguments,
+    tmp)` judged (judge_correct_models, judge_planted_bugs,
+    compare_with_a_right_compile), made once per module (the tests of each
+    share an xdist_group: one pytest-xdist worker)."""
+    made: dict[tuple, Judged] = {}
+
+    def get(what, *arguments) -> Judged:
+        key = (what.__name__, *arguments)
+        if key not in made:
+            made[key] = what(get, *arguments, tmp_path_factory.mktemp(what.__name__))
+        return made[key]
+
+    return get
 
 
 @pytest.mark.xdist_group("correct_models")
@@ -271,11 +268,11 @@ def test_a_planted_bug_is_named(name, position, kind, device, judged):
     assert first is not None and "planted" in (first.record.kernel + first.node)
 
 
-def compare_with_a_right_compile(device: str, tmp: Path) -> Judged:
+def compare_with_a_right_compile(judged, device: str, tmp: Path) -> Judged:
     """The planted program compiled right (A) against its compile with the
     wrong lowerings (B). (Two configs of one program: the correct models'
     test, and test_compare_across_configs_from_the_command_line.)"""
-    planted = judged_once(judge_planted_bugs, device)
+    planted = judged(judge_planted_bugs, device)
     right = compile_and_dump(planted.program, planted.inputs, tmp / "right")
     planted.comparison = aoti_debug_printer.compare(right, planted.dump)
     return planted

@@ -10,6 +10,7 @@ This file is also the ranks' program:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -27,7 +28,6 @@ from testmodels import small
 import aoti_debug_printer
 
 pytestmark = pytest.mark.slow
-HERE = Path(__file__).resolve().parent
 
 
 def free_port() -> int:
@@ -90,18 +90,10 @@ def finish(procs: list[subprocess.Popen], timeout: float = 600) -> list[tuple[in
     return results
 
 
-def run_ranks(
-    package: Path,
-    model: str,
-    backend: str,
-    dump: Path,
-    world: int = 2,
-    then: tuple[tuple, ...] = (),
-    **env,
-) -> list[str]:
-    """Runs `world` ranks to their end, each successful; returns their stdout."""
+def run_ranks(*args, **kwargs) -> list[str]:
+    """Runs start_ranks' ranks to their end, each successful; returns their stdout."""
     outs = []
-    for code, out, err in finish(start_ranks(package, model, backend, dump, world, then, **env)):
+    for code, out, err in finish(start_ranks(*args, **kwargs)):
         assert code == 0, err[-4000:]
         outs.append(out)
     return outs
@@ -382,15 +374,12 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch.distributed as dist
 
-    sys.path.insert(0, str(HERE))
-    from testmodels import small
-
     rank = int(os.environ["RANK"])
     dist.init_process_group(args.backend)
     device = "cuda" if args.backend == "nccl" else "cpu"
     if device == "cuda":
         torch.cuda.set_device(rank)
-    runs = [(args.package, args.model, None, os.environ.get("ADP_SHARD_OF"))]
+    runs = [(args.package, args.model, None, None)]
     runs += [(p, m, d, None if s == "-" else s) for p, m, d, s in args.then]
     for package, model, dump, shard_of in runs:
         if device == "cuda" and model not in small.MODELS:
@@ -409,11 +398,9 @@ def main(argv: list[str] | None = None) -> int:
             shard = int(shard_of) if rank == 1 and shard_of is not None else rank
             compiled.load_constants(small.shards_of(model, shard, device), check_full_update=True)
         print(f"rank {rank} runs the model at {time.time()}", flush=True)
-        if dump is None:
+        # The first run writes where the environment says, the others into their DUMP.
+        with aoti_debug_printer.options(dump_dir=dump) if dump else contextlib.nullcontext():
             compiled(*inputs)
-        else:
-            with aoti_debug_printer.options(dump_dir=dump):
-                compiled(*inputs)
     check = torch.ones(1, device=device)
     dist.all_reduce(check)
     assert check.item() == dist.get_world_size()

@@ -25,15 +25,16 @@ warnings.filterwarnings("ignore", "Failed to initialize NumPy", UserWarning)
 def _compare(args) -> int:
     from .tools.compare import compare, format_comparison
     from .tools.dumps import load_dump
-    from .tools.parallel import is_tensor_parallel
+    from .tools.parallel import single_and_parallel
 
     if args.ranks is not None:
         return _compare_ranks(args)
     if args.b is None:
         raise ValueError("compare needs two dumps, A and B, or one dump and --ranks")
     a, b = load_dump(args.a), load_dump(args.b)
-    if is_tensor_parallel(a, b) or is_tensor_parallel(b, a):
-        return _compare_parallel(args, *((a, b) if is_tensor_parallel(a, b) else (b, a)))
+    pair = single_and_parallel(a, b)
+    if pair is not None:
+        return _compare_parallel(args, *pair)
     c = compare(a, b, rtol=args.rtol, atol=args.atol)
     sys.stdout.write(format_comparison(c, top=args.top))
     if not c.compared:

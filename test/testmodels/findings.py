@@ -36,60 +36,42 @@ import aoti_debug_printer
 from .shared import compile_key, shared
 
 
-@torch.library.custom_op("adp_findings::planted", mutates_args=())
-def planted(x: torch.Tensor) -> torch.Tensor:
+def _planted_op(name: str, eager, **options):
+    """A custom op adp_findings::NAME that computes `eager` in eager mode
+    (a function of one tensor, annotated, as torch.library needs), its
+    output shaped like its input."""
+    op = torch.library.custom_op(f"adp_findings::{name}", eager, mutates_args=(), **options)
+    op.register_fake(lambda x: torch.empty_like(x))
+    return op
+
+
+def _identity(x: torch.Tensor) -> torch.Tensor:
     return x.clone()
 
 
-@planted.register_fake
-def _(x):
-    return torch.empty_like(x)
-
-
-@torch.library.custom_op("adp_findings::planted_gelu", mutates_args=())
-def planted_gelu(x: torch.Tensor) -> torch.Tensor:
+def _exact_gelu(x: torch.Tensor) -> torch.Tensor:
     return F.gelu(x)
 
 
-@planted_gelu.register_fake
-def _(x):
-    return torch.empty_like(x)
-
-
-@torch.library.custom_op("adp_findings::planted_gelu_constant", mutates_args=())
-def planted_gelu_constant(x: torch.Tensor) -> torch.Tensor:
-    return F.gelu(x)
-
-
-@planted_gelu_constant.register_fake
-def _(x):
-    return torch.empty_like(x)
-
-
-@torch.library.custom_op("adp_findings::planted_center", mutates_args=())
-def planted_center(x: torch.Tensor) -> torch.Tensor:
+def _center(x: torch.Tensor) -> torch.Tensor:
     return x - x.mean(dim=-1, keepdim=True)
 
 
-@planted_center.register_fake
-def _(x):
-    return torch.empty_like(x)
-
-
-@torch.library.custom_op("adp_findings::planted_softsign", mutates_args=(), device_types="cpu")
-def planted_softsign(x: torch.Tensor) -> torch.Tensor:
+def _softsign(x: torch.Tensor) -> torch.Tensor:
     return x / (1 + x.abs())
+
+
+planted = _planted_op("planted", _identity)
+planted_gelu = _planted_op("planted_gelu", _exact_gelu)
+planted_gelu_constant = _planted_op("planted_gelu_constant", _exact_gelu)
+planted_center = _planted_op("planted_center", _center)
+planted_softsign = _planted_op("planted_softsign", _softsign, device_types="cpu")
 
 
 @planted_softsign.register_kernel("cuda")
 def _(x):
     h = x.half()
     return (h / (1 + h.abs())).to(x.dtype)
-
-
-@planted_softsign.register_fake
-def _(x):
-    return torch.empty_like(x)
 
 
 PLANTED_OPS = {
@@ -184,9 +166,9 @@ def wrong_lowering(*kinds: str):
 
     global _planted_lowering
     kinds = kinds or ("affine",)
-    for kind in kinds:
-        if kind != "half_kernel":
-            lowering.register_lowering(PLANTED_OPS[kind])(_wrong_lowering(kind))
+    lowered = [kind for kind in kinds if kind != "half_kernel"]
+    for kind in lowered:
+        lowering.register_lowering(PLANTED_OPS[kind])(_wrong_lowering(kind))
     _planted_lowering = tuple(sorted(kinds))
     try:
         # Inductor's caches key on the graph, not on the lowerings: a graph
@@ -195,9 +177,8 @@ def wrong_lowering(*kinds: str):
             yield
     finally:
         _planted_lowering = ()
-        for kind in kinds:
-            if kind != "half_kernel":
-                lowering.lowerings.pop(PLANTED_OPS[kind], None)
+        for kind in lowered:
+            lowering.lowerings.pop(PLANTED_OPS[kind], None)
 
 
 class _Plantable(torch.nn.Module):

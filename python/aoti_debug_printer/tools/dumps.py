@@ -160,6 +160,11 @@ class Dump:
                 return Environment.from_record(record)
         return None
 
+    @property
+    def ranks(self) -> list[int]:
+        """The ranks whose records the dump holds, in order."""
+        return sorted({r.rank for r in self.records})
+
     def by_key(self) -> dict[tuple, Record]:
         return {r.key: r for r in self.records}
 

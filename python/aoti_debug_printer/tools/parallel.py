@@ -108,14 +108,14 @@ class _Held(Record):
         return self.value
 
 
-def ranks_of(dump: Dump) -> list[int]:
-    return sorted({r.rank for r in dump.records})
-
-
-def is_tensor_parallel(single: Dump, parallel: Dump) -> bool:
-    """Whether two dumps are a single-device run and a run of several
-    ranks: compare then gathers the ranks."""
-    return len(ranks_of(single)) == 1 and len(ranks_of(parallel)) > 1
+def single_and_parallel(a: Dump, b: Dump) -> tuple[Dump, Dump] | None:
+    """(single-device dump, tensor-parallel dump) where one of `a` and `b`
+    holds one rank and the other several (compare then gathers the ranks);
+    None otherwise."""
+    for single, parallel in ((a, b), (b, a)):
+        if len(single.ranks) == 1 and len(parallel.ranks) > 1:
+            return single, parallel
+    return None
 
 
 def _wide(t):
@@ -175,14 +175,14 @@ def compare_parallel(
     nodes. A ValueError in one line where they are not."""
     da = single if isinstance(single, Dump) else load_dump(single)
     db = parallel if isinstance(parallel, Dump) else load_dump(parallel)
-    if len(ranks_of(da)) != 1:
-        raise ValueError(f"{da.source}: the single-device dump holds ranks {ranks_of(da)}")
-    ranks = ranks_of(db)
+    if len(da.ranks) != 1:
+        raise ValueError(f"{da.source}: the single-device dump holds ranks {da.ranks}")
+    ranks = db.ranks
     if len(ranks) < 2:
         raise ValueError(f"{db.source}: the tensor-parallel dump holds one rank")
     if not (da.has_provenance and db.has_provenance):
         raise ValueError("values are matched by node: a dump's records say no node")
-    a_view = rank_view(da, ranks_of(da)[0])
+    a_view = rank_view(da, da.ranks[0])
     views = {k: rank_view(db, k) for k in ranks}
     in_a, _ = node_keyed(a_view)
     in_b = {k: node_keyed(v)[0] for k, v in views.items()}

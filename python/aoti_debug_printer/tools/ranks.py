@@ -134,7 +134,7 @@ def compare_ranks(source: str | Path | Dump, ranks: list[int] | None = None) -> 
     default every rank the dump holds). A ValueError in one line where the
     dump holds fewer than two of them."""
     dump = source if isinstance(source, Dump) else load_dump(source)
-    present = sorted({r.rank for r in dump.records})
+    present = dump.ranks
     if ranks is None:
         ranks = present
     missing = sorted(set(ranks) - set(present))

@@ -168,7 +168,7 @@ def _ranks_section(dump) -> str:
     per rank (its mean; the other statistics in the cell's title)."""
     from .ranks import compare_ranks, format_ranks
 
-    ranks = sorted({r.rank for r in dump.records})
+    ranks = dump.ranks
     if len(ranks) < 2:
         return ""
     try:
