@@ -13,8 +13,12 @@ TORCH_RELEASE=${AOTI_DEBUG_PRINTER_TORCH:-2.13.0}
 TRANSFORMERS_RELEASE=5.23.0
 # The release of ruff that lints and formats the Python (test_style.py).
 RUFF_RELEASE=0.8.6
-# The release of pytest-xdist that spreads the suite over the cores.
+# The releases of pytest-xdist that spreads the suite over the cores, and of
+# pytest: with pytest 9.2, xdist 3.8's --dist loadgroup no longer groups
+# (pytest-xdist#1386), and every worker compiles a group's programs again
+# (conftest.py fails the run when that happens).
 XDIST_RELEASE=3.8.0
+PYTEST_RELEASE=9.0.3
 # torchvision's release for this torch, where one installs beside it here
 # (ResNet-18 in test_findings; PyPI's torchvision does not import beside the
 # 2.13.0 CPU wheel, so that run leaves the model out).

@@ -29,7 +29,7 @@ print(*tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"])
 PY
 # transformers: the GPT-2 and BERT architectures of the finding tools' tests.
 # pytest-xdist: the suite runs on every core (scripts/test.sh).
-python -m pip install -q pytest "pytest-xdist==$XDIST_RELEASE" \
+python -m pip install -q "pytest==$PYTEST_RELEASE" "pytest-xdist==$XDIST_RELEASE" \
   "transformers==$TRANSFORMERS_RELEASE" "ruff==$RUFF_RELEASE"
 # torchvision: ResNet-18, where a release of it imports beside this torch.
 if [ -n "$TORCHVISION_RELEASE" ]; then

@@ -3,20 +3,38 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import importlib.util
 import io
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import zipfile
 from pathlib import Path
 
+# Everything a test run writes outside pytest's own tmp_path goes under one
+# directory, made by the first process (the pytest-xdist workers inherit the
+# variables below) and removed by it when the run ends (pytest_unconfigure):
+# each run otherwise left gigabytes of Inductor cache in /tmp.
+RUN_DIRECTORY = None
+if "ADP_TESTS_RUN_DIR" not in os.environ:
+    RUN_DIRECTORY = Path(tempfile.mkdtemp(prefix="adp-tests-"))
+    os.environ["ADP_TESTS_RUN_DIR"] = str(RUN_DIRECTORY)
+
+
+def _in_the_run_directory(name: str) -> str:
+    path = Path(os.environ["ADP_TESTS_RUN_DIR"]) / name
+    path.mkdir(exist_ok=True)
+    return str(path)
+
+
 # One fresh Inductor cache for the session, set before torch is imported, so
 # every compile below is a real one and runs never see another's code.
-os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="adp-inductor-"))
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", _in_the_run_directory("inductor"))
 # pytest-xdist keeps every core busy with a test process: Inductor's pool of
 # compile workers would only start one more process per test process (and
 # per child a test starts). It changes how kernels are compiled, not what.
@@ -31,11 +49,11 @@ os.environ.setdefault("AOT_INDUCTOR_COMPILE_WRAPPER_OPT_LEVEL", "O0")
 # the shim names a variable of its prefix it does not know): compiled packages and
 # the CMake build are made once, by the first worker that asks
 # (testmodels/shared.py).
-os.environ.setdefault("ADP_TESTS_SHARED_DIR", tempfile.mkdtemp(prefix="adp-shared-"))
+os.environ.setdefault("ADP_TESTS_SHARED_DIR", _in_the_run_directory("shared"))
 # Snapshots a test does not send elsewhere (the guard's, a level-1 run's) go
 # to a temporary directory, never into the checkout (upstream's default is
 # ./tmp/aoti_torch/).
-os.environ.setdefault("AOTI_DEBUG_PRINTER_DUMP_DIR", tempfile.mkdtemp(prefix="adp-dumps-"))
+os.environ.setdefault("AOTI_DEBUG_PRINTER_DUMP_DIR", _in_the_run_directory("dumps"))
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
@@ -85,6 +103,32 @@ def stock_way_in(monkeypatch):
     monkeypatch.undo()
     _install.uninstall()
     _install.install()
+
+
+def pytest_unconfigure(config):
+    if RUN_DIRECTORY is not None and not hasattr(config, "workerinput"):
+        shutil.rmtree(RUN_DIRECTORY, ignore_errors=True)
+
+
+def pytest_runtest_setup(item):
+    """Tests that share a compile (an xdist_group) must run on one worker:
+    pytest-xdist marks them by a suffix of their ids, which some pytest
+    releases drop (pytest-xdist#1386), and every worker would then compile
+    the group's programs again. The run stops at the first such test."""
+    config = item.config
+    if (
+        hasattr(config, "workerinput")
+        and config.getoption("loadgroup", False)
+        and item.get_closest_marker("xdist_group")
+        and "@" not in item.nodeid
+    ):
+        why = (
+            f"pytest-xdist {importlib.metadata.version('pytest-xdist')} does not group tests "
+            f"under pytest {pytest.__version__}: install the pytest release "
+            "scripts/python_env.sh names"
+        )
+        item.session.shouldstop = why
+        pytest.fail(why, pytrace=False)
 
 
 def pytest_collection_modifyitems(config, items):
