@@ -9,8 +9,12 @@
 #include "shim.h"
 #include "stats.h"
 
+#include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/inductor/aoti_torch/utils.h>
-#include <torch/extension.h>
+// The Tensor caster and pybind11's STL casters: what _C's signatures take,
+// without torch/extension.h's whole C++ frontend (a third of the build).
+#include <pybind11/stl.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include <dlfcn.h>
 

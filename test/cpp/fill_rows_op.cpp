@@ -4,7 +4,7 @@
 // after the output belong to a live neighbour in the same allocation.
 // models.py's FillRows calls it as adp_cpp::fill_rows_ (the same op as
 // adp_models::fill_rows_, whose kernel is Python); test_guard.py loads it.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <torch/library.h>
 
 namespace {
