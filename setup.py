@@ -2,6 +2,7 @@
 
 import hashlib
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -96,6 +97,9 @@ class CMakeBuild(build_ext):
                 str(build_dir),
                 f"-DPython3_EXECUTABLE={sys.executable}",
                 "-DCMAKE_BUILD_TYPE=Release",
+                # More settings, as scikit-build and conda-build pass them:
+                # CMAKE_ARGS="-DAOTI_DEBUG_PRINTER_CUDA=OFF".
+                *shlex.split(os.environ.get("CMAKE_ARGS", "")),
             ]
         )
         subprocess.check_call([cmake, "--build", str(build_dir), "-j", jobs])
