@@ -35,27 +35,15 @@ def main() -> int:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    import transformers
-
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test"))
-    from testmodels.findings import LastHiddenState
+    from testmodels.real import llama_1b
 
     torch.manual_seed(0)
-    config = transformers.LlamaConfig(
-        hidden_size=args.hidden,
-        intermediate_size=args.intermediate,
-        num_hidden_layers=args.layers,
-        num_attention_heads=args.hidden // 64,
-        num_key_value_heads=args.hidden // 256,
-        vocab_size=32000,
-        max_position_embeddings=args.seq,
-        attn_implementation="sdpa",
-        use_cache=False,
-    )
+    model, inputs = llama_1b(args.layers, args.hidden, args.intermediate, args.seq)
     dtype = getattr(torch, args.dtype)
-    model = LastHiddenState(transformers.LlamaModel(config)).eval().to(args.device, dtype)
+    model = model.eval().to(args.device, dtype)
     params = sum(p.numel() for p in model.parameters())
-    inputs = (torch.randint(0, 32000, (1, args.seq), device=args.device),)
+    inputs = tuple(t.to(args.device) for t in inputs)
     print(
         f"# torch {torch.__version__}, {args.device}"
         + (f" ({torch.cuda.get_device_name()})" if args.device == "cuda" else "")

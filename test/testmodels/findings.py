@@ -33,6 +33,7 @@ import torch.nn.functional as F
 
 import aoti_debug_printer
 
+from .real import LastHiddenState
 from .shared import compile_key, shared
 
 
@@ -380,17 +381,6 @@ class _Activation(torch.nn.Module):
 
     def forward(self, x):
         return self.op(x)
-
-
-class LastHiddenState(torch.nn.Module):
-    """A transformers model's last hidden state, as a plain tensor."""
-
-    def __init__(self, model) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, input_ids):
-        return self.model(input_ids=input_ids).last_hidden_state
 
 
 def transformers_model(

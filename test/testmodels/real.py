@@ -1,14 +1,16 @@
-"""Three real architectures for the whole-model benchmarks, with random
-weights and small configurations: torchvision's ResNet-18 (batch 8,
-224x224), and the GPT-2 and BERT architectures of transformers (4 layers,
-d=512, 8 heads, 4 sequences of 128 tokens). Each is built on the GPU and
-returns one tensor, so that torch.export and AOTInductor take it as is."""
+"""Real architectures for the whole-model benchmarks, with random weights:
+torchvision's ResNet-18 (batch 8, 224x224), the GPT-2 and BERT architectures
+of transformers in small configurations (4 layers, d=512, 8 heads, 4
+sequences of 128 tokens), and a Llama of 1.1B parameters (llama_1b: 16
+layers, d=2048, one sequence of 512 tokens; bench/diverge_scale.py's too).
+Each is built on the GPU and returns one tensor, so that torch.export and
+AOTInductor take it as is."""
 
 from __future__ import annotations
 
 import torch
 
-NAMES = ("resnet18", "gpt2", "bert")
+NAMES = ("resnet18", "gpt2", "bert", "llama")
 
 
 class LastHiddenState(torch.nn.Module):
@@ -20,6 +22,27 @@ class LastHiddenState(torch.nn.Module):
 
     def forward(self, input_ids):
         return self.model(input_ids=input_ids).last_hidden_state
+
+
+def llama_1b(
+    layers: int = 16, hidden: int = 2048, intermediate: int = 5632, seq: int = 512
+) -> tuple[torch.nn.Module, tuple[torch.Tensor]]:
+    """A Llama-style decoder of transformers (grouped-query SDPA), on the CPU:
+    about 1.1B parameters as configured by default."""
+    import transformers
+
+    config = transformers.LlamaConfig(
+        hidden_size=hidden,
+        intermediate_size=intermediate,
+        num_hidden_layers=layers,
+        num_attention_heads=hidden // 64,
+        num_key_value_heads=hidden // 256,
+        vocab_size=32000,
+        max_position_embeddings=seq,
+        attn_implementation="sdpa",
+        use_cache=False,
+    )
+    return LastHiddenState(transformers.LlamaModel(config)), (torch.randint(0, 32000, (1, seq)),)
 
 
 def build(name: str, device: str = "cuda"):
@@ -46,6 +69,8 @@ def build(name: str, device: str = "cuda"):
             )
             model = LastHiddenState(transformers.BertModel(config))
         inputs = (torch.randint(0, config.vocab_size, (4, 128)),)
+    elif name == "llama":
+        model, inputs = llama_1b()
     else:
         raise ValueError(f"unknown model {name!r}; known: {', '.join(NAMES)}")
     return model.eval().to(device), tuple(t.to(device) for t in inputs)
