@@ -19,7 +19,8 @@ from pathlib import Path
 # Everything a test run writes outside pytest's own tmp_path goes under one
 # directory, made by the first process (the pytest-xdist workers inherit the
 # variables below) and removed by it when the run ends (pytest_unconfigure):
-# each run otherwise left gigabytes of Inductor cache in /tmp.
+# each run otherwise left gigabytes of Inductor cache in /tmp. A directory
+# given in ADP_TESTS_RUN_DIR is kept.
 RUN_DIRECTORY = None
 if "ADP_TESTS_RUN_DIR" not in os.environ:
     RUN_DIRECTORY = Path(tempfile.mkdtemp(prefix="adp-tests-"))
@@ -28,7 +29,7 @@ if "ADP_TESTS_RUN_DIR" not in os.environ:
 
 def _in_the_run_directory(name: str) -> str:
     path = Path(os.environ["ADP_TESTS_RUN_DIR"]) / name
-    path.mkdir(exist_ok=True)
+    path.mkdir(parents=True, exist_ok=True)
     return str(path)
 
 
