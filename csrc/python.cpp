@@ -12,7 +12,7 @@
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/inductor/aoti_torch/utils.h>
 // The Tensor caster and pybind11's STL casters: what _C's signatures take,
-// without torch/extension.h's whole C++ frontend (a third of the build).
+// without torch/extension.h's whole C++ frontend (18 of the 45 s g++ took).
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 

@@ -16,7 +16,7 @@ RUFF_RELEASE=0.8.6
 # The releases of pytest-xdist that spreads the suite over the cores, and of
 # pytest: with pytest 9.2, xdist 3.8's --dist loadgroup no longer groups
 # (pytest-xdist#1386), and every worker compiles a group's programs again
-# (conftest.py fails the run when that happens).
+# (conftest.py stops the run when that happens).
 XDIST_RELEASE=3.8.0
 PYTEST_RELEASE=9.0.3
 # torchvision's release for this torch, where one installs beside it here
