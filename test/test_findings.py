@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+import warnings
 import zipfile
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from testmodels.findings import compile_and_dump
 import aoti_debug_printer
 from aoti_debug_printer import format_comparison, format_divergence, load_dump
 from aoti_debug_printer.records import Phase, Reason, Role
+from aoti_debug_printer.tools.diverge.program import load_program
 
 pytestmark = pytest.mark.slow
 
@@ -501,6 +503,31 @@ def test_diverge_rejects_what_is_not_a_program_in_one_line(what, tmp_path):
     assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
     if what == "package":
         assert "AOTInductor package" in lines[0] and "torch.export.save" in lines[0]
+
+
+def test_torchs_warnings_while_a_program_loads_stay_torchs(tmp_path, monkeypatch):
+    """diverge holds back what torch warns while it loads a program, and
+    gives it out once the program has loaded (load_program): under torch's module, so that
+    filters naming torch's modules still apply (this suite's turn every
+    other warning into an error; torch 2.11's load warns on the H100)."""
+    model, inputs, _ = findings.build("post_ln_mlp")
+    torch.export.save(torch.export.export(model, inputs), tmp_path / "program.pt2")
+    load = torch.export.load
+
+    def load_and_warn(path):
+        warnings.warn_explicit(
+            "torch's own warning", UserWarning, torch.export.__file__, 1, module="torch.export"
+        )
+        return load(path)
+
+    monkeypatch.setattr(torch.export, "load", load_and_warn)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("error")
+        warnings.filterwarnings("always", category=UserWarning, module="torch.*")
+        load_program(tmp_path / "program.pt2")
+    assert [str(w.message) for w in caught if w.filename == torch.export.__file__] == [
+        "torch's own warning"
+    ]
 
 
 def test_compare_rejects_a_file_that_is_not_a_dump(tmp_path):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import logging
 import re
+import sys
 import warnings
 import zipfile
 from pathlib import Path
@@ -86,8 +87,20 @@ def load_program(program):
         export_log.handlers, export_log.propagate = saved[0], saved[1]
         export_log.setLevel(saved[2])
     for w in caught:
-        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        # Under the module that warned: users' filters (and pytest's) name
+        # torch's modules, and a warning re-raised without one is nobody's.
+        warnings.warn_explicit(
+            w.message, w.category, w.filename, w.lineno, module=_module_of(w.filename)
+        )
     return program
+
+
+def _module_of(filename: str) -> str | None:
+    """The name of the loaded module whose file is `filename`."""
+    for name, module in list(sys.modules.items()):
+        if getattr(module, "__file__", None) == filename:
+            return name
+    return None
 
 
 _CUSTOM_OP = re.compile(r"torch\.ops\.(\w+)\.(\w+)")
