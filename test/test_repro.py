@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import cli
 from testmodels import findings, small
 
 import aoti_debug_printer
 from aoti_debug_printer import load_dump
-from aoti_debug_printer._cli import main as cli
 
 pytestmark = pytest.mark.slow
 
@@ -50,9 +50,10 @@ def run_alone(repro: Path, elsewhere: Path, *args: str, op_module: bool = False)
     )
 
 
-def write(dump: Path, package: Path, out: Path, *extra: str, capfd) -> str:
-    assert cli(["repro", str(dump), "--package", str(package), "-o", str(out), *extra]) == 0
-    said = capfd.readouterr().out
+def write(dump: Path, package: Path, out: Path, *extra: str) -> str:
+    done = cli("repro", dump, "--package", package, "-o", out, *extra)
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = done.stdout
     assert f"wrote {out}" in said and "KiB in" in said
     return said
 
@@ -73,7 +74,7 @@ def test_a_trap_finding_reproduces_the_nan(package, tmp_path, capfd, device):
     path = run_to_a_finding(package, "nan_maker", dump, device, trap=1)
     # The finding names the command.
     assert f"aoti-debug repro {dump} --package" in capfd.readouterr().err
-    write(dump, path, tmp_path / "repro", capfd=capfd)
+    write(dump, path, tmp_path / "repro")
     assert {p.name for p in (tmp_path / "repro").iterdir()} >= {"repro.py", "args.pt", "repro.json"}
     assert list((tmp_path / "repro").glob("kernel.*"))
     shutil.rmtree(dump)
@@ -84,10 +85,10 @@ def test_a_trap_finding_reproduces_the_nan(package, tmp_path, capfd, device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_a_guard_finding_of_an_op_changing_its_input_reproduces(package, tmp_path, capfd, device):
+def test_a_guard_finding_of_an_op_changing_its_input_reproduces(package, tmp_path, device):
     dump = tmp_path / "dump"
     path = run_to_a_finding(package, "undeclared_mutation", dump, device, guard=1)
-    write(dump, path, tmp_path / "repro", "--import", "testmodels.small", capfd=capfd)
+    write(dump, path, tmp_path / "repro", "--import", "testmodels.small")
     shutil.rmtree(dump)
     ran = run_alone(tmp_path / "repro", tmp_path / "alone", op_module=True)
     assert ran.returncode == 1, ran.stdout + ran.stderr
@@ -101,12 +102,12 @@ def test_a_guard_finding_of_an_op_changing_its_input_reproduces(package, tmp_pat
     assert "needs module testmodels.small" in line and f"PYTHONPATH={HERE} " in line, line
 
 
-def test_a_guard_finding_of_a_kernel_writing_past_its_output_reproduces(package, tmp_path, capfd):
+def test_a_guard_finding_of_a_kernel_writing_past_its_output_reproduces(package, tmp_path):
     """The op writes the row after its output, into the model's other input:
     at guard=2 the guard names it, and its repro sees the write land outside."""
     dump = tmp_path / "dump"
     path = run_to_a_finding(package, "writes_past", dump, guard=2)
-    write(dump, path, tmp_path / "repro", "--import", "testmodels.small", capfd=capfd)
+    write(dump, path, tmp_path / "repro", "--import", "testmodels.small")
     ran = run_alone(tmp_path / "repro", tmp_path / "alone", op_module=True)
     assert ran.returncode == 1, ran.stdout + ran.stderr
     # One row of 4 float32 past the output.
@@ -116,7 +117,7 @@ def test_a_guard_finding_of_a_kernel_writing_past_its_output_reproduces(package,
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_a_correct_kernel_repro_passes_bit_for_bit(package, tmp_path, capfd, device):
+def test_a_correct_kernel_repro_passes_bit_for_bit(package, tmp_path, device):
     path = package("mlp", 1, device=device)
     _, inputs = small.build("mlp", device)
     dump = tmp_path / "dump"
@@ -125,7 +126,7 @@ def test_a_correct_kernel_repro_passes_bit_for_bit(package, tmp_path, capfd, dev
     generated = next(
         r.kernel for r in load_dump(dump).records if r.kernel.startswith(("cpp_", "triton_"))
     )
-    write(dump, path, tmp_path / "repro", "--kernel", generated, capfd=capfd)
+    write(dump, path, tmp_path / "repro", "--kernel", generated)
     ran = run_alone(tmp_path / "repro", tmp_path / "alone")
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert ran.stdout.rstrip().endswith("passed")
@@ -168,7 +169,7 @@ def test_a_divergence_reproduces_and_a_fixed_kernel_passes(tmp_path, device, kin
 
 
 @pytest.mark.gpu
-def test_a_faulting_kernel_faults_again_alone(tmp_path, capfd):
+def test_a_faulting_kernel_faults_again_alone(tmp_path):
     """An illegal memory access at level 3 with replay: the repro re-launches
     the user Triton kernel on the arguments it had, and it faults again."""
     from test_gpu import FAR, compile_gpu, run_child
@@ -179,14 +180,14 @@ def test_a_faulting_kernel_faults_again_alone(tmp_path, capfd):
         path, FAR, AOTI_DEBUG_PRINTER_REPLAY="1", AOTI_DEBUG_PRINTER_DUMP_DIR=str(dump)
     )
     assert crash.returncode != 0 and "aoti-debug repro" in crash.stdout + crash.stderr
-    write(dump, path, tmp_path / "repro", capfd=capfd)
+    write(dump, path, tmp_path / "repro")
     ran = run_alone(tmp_path / "repro", tmp_path / "alone")
     assert ran.returncode == 1, ran.stdout + ran.stderr
     assert re.search(r"FAIL launch: .*illegal memory access", ran.stdout), ran.stdout
 
 
 @pytest.mark.gpu
-def test_a_triton_kernel_writing_past_its_output_reproduces(tmp_path, capfd):
+def test_a_triton_kernel_writing_past_its_output_reproduces(tmp_path):
     from test_guard import TritonAddOne
 
     halves = torch.randn(2 * 1024, device="cuda")
@@ -199,7 +200,7 @@ def test_a_triton_kernel_writing_past_its_output_reproduces(tmp_path, capfd):
     dump = tmp_path / "dump"
     with aoti_debug_printer.options(dump_dir=dump, guard=2), pytest.raises(RuntimeError):
         torch._inductor.aoti_load_package(str(path))(halves[:1024], halves[1024:], x)
-    write(dump, path, tmp_path / "repro", capfd=capfd)
+    write(dump, path, tmp_path / "repro")
     ran = run_alone(tmp_path / "repro", tmp_path / "alone")
     assert ran.returncode == 1, ran.stdout + ran.stderr
     assert "(triton)" in ran.stdout
@@ -232,12 +233,7 @@ def test_bad_requests_get_one_line_and_exit_2(package, tmp_path):
     for args, said in cases:
         if "-o" not in args:
             args = [*args, "-o", str(tmp_path / "o")]
-        run = subprocess.run(
-            [sys.executable, "-m", "aoti_debug_printer._cli", "repro", *args],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        run = cli("repro", *args)
         assert run.returncode == 2, (args, run.stderr)
         err = run.stderr.strip()
         assert len(err.splitlines()) == 1 and "Traceback" not in err, err
