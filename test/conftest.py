@@ -92,6 +92,30 @@ def _no_method_wrap_where_the_hooks_are_required():
             assert _install.uses_inductor_hooks(), "left Inductor without our hooks"
 
 
+@pytest.fixture(autouse=True)
+def _diverge_compiles_once_per_program(request):
+    """diverge's own compile at level 1 (tools/diverge/run.py) goes through
+    compiled_at_level_1, as the tests' compiles do: a program compiled
+    before in the test run, by a test or by diverge, is not compiled again.
+    A test marked compiles_afresh gets the library's compile itself. (A
+    MonkeyPatch of its own: the test's `monkeypatch`, set up here, would be
+    undone only after the fixtures that check what a test left behind.)"""
+    if request.node.get_closest_marker("compiles_afresh"):
+        yield
+        return
+    from testmodels import findings
+
+    from aoti_debug_printer.tools.diverge import run
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(
+            run,
+            "compile_at_level_1",
+            lambda program, package: str(findings.compiled_at_level_1(program, package)),
+        )
+        yield
+
+
 @pytest.fixture
 def stock_way_in(monkeypatch):
     """The stock way into Inductor, method wraps, for one test on any torch

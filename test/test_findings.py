@@ -468,6 +468,7 @@ def test_diverge_on_a_dump_judges_the_run_by_its_own_inputs(tmp_path):
     assert "differ from those the dump's run had" in done.stderr.splitlines()[-1]
 
 
+@pytest.mark.compiles_afresh
 def test_diverge_leaves_the_process_as_it_found_it(tmp_path):
     model, inputs, _ = findings.build("reuse_chain")
     program = torch.export.export(model, inputs)

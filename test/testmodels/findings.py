@@ -84,10 +84,11 @@ PLANTED_OPS = {
 }
 
 
-def compile_and_dump(program, inputs, dump: Path, config: dict | None = None) -> Path:
-    """Compiles at level 1 with `config` (Inductor options), runs once into
-    the dump directory `dump`; the package is `dump` with suffix .pt2. A
-    compile the test run made before (testmodels.shared) is reused."""
+def compiled_at_level_1(program, package: Path, config: dict | None = None) -> Path:
+    """`program` compiled at level 1 with `config` (Inductor options), as a
+    package at `package`: made once per test run for each program, config,
+    numerics setting and planted lowering (testmodels.shared), whether a
+    test or diverge's own compile asks (conftest)."""
     patch = {
         "aot_inductor.debug_intermediate_value_printer": "1",
         "aot_inductor.filtered_kernel_names": None,
@@ -102,7 +103,13 @@ def compile_and_dump(program, inputs, dump: Path, config: dict | None = None) ->
             )
 
         compiled = shared(f"level1-{key}", make) / "model.pt2"
-    package = shutil.copyfile(compiled, dump.with_suffix(".pt2"))
+    return Path(shutil.copyfile(compiled, package))
+
+
+def compile_and_dump(program, inputs, dump: Path, config: dict | None = None) -> Path:
+    """Compiles at level 1 with `config` (compiled_at_level_1), runs once
+    into the dump directory `dump`; the package is `dump` with suffix .pt2."""
+    package = compiled_at_level_1(program, dump.with_suffix(".pt2"), config)
     with aoti_debug_printer.options(dump_dir=dump):
         torch._inductor.aoti_load_package(str(package))(*inputs)
     return dump
