@@ -125,18 +125,22 @@ def planted_key(name: str, position: int, kind: str) -> str:
     return f"{name}_at_{position}_{kind}"
 
 
+def program_of_planted(cases, device: str) -> tuple[torch.export.ExportedProgram, tuple]:
+    """The planted `cases` ((model, position, kind) each) as the parts of
+    one exported program, keyed by planted_key; and its inputs."""
+    parts = {planted_key(*case): dict(zip(("name", "plant_at", "kind"), case)) for case in cases}
+    model, inputs, dynamic = findings.build_parts(parts, device)
+    return torch.export.export(model, inputs, dynamic_shapes=dynamic), inputs
+
+
 def judge_planted_bugs(judged, device: str, tmp: Path) -> Judged:
     """Every planted case on `device` whose packages import, as the parts of
     one program compiled with every kind's wrong lowering (each kind has an
     op of its own): each part holds its own bug, and is judged against
     eager."""
-    cases = {
-        planted_key(*case): dict(zip(("name", "plant_at", "kind"), case))
-        for case in planted_cases(device)
-        if has_packages_of(case[0])
-    }
-    model, inputs, dynamic = findings.build_parts(cases, device)
-    program = torch.export.export(model, inputs, dynamic_shapes=dynamic)
+    program, inputs = program_of_planted(
+        [case for case in planted_cases(device) if has_packages_of(case[0])], device
+    )
     with findings.wrong_lowering(*{kind for _, _, kind in planted_cases(device)}):
         dump = compile_and_dump(program, inputs, tmp / "dump")
     found = aoti_debug_printer.first_divergence_from_eager(program, dump=dump)
@@ -276,15 +280,10 @@ def compare_with_a_right_compile(judged, device: str, tmp: Path) -> Judged:
     configs of one program: the correct models' test, and
     test_compare_across_configs_from_the_command_line. A right compile of
     the whole planted program took 72 s of a worker here, these two 42 s.)"""
-    cases = {
-        planted_key(*case): dict(zip(("name", "plant_at", "kind"), case))
-        for case in findings.PLANTED
-        if case[0] == "post_ln_mlp"
-    }
-    model, inputs, dynamic = findings.build_parts(cases, device)
-    program = torch.export.export(model, inputs, dynamic_shapes=dynamic)
+    cases = [case for case in findings.PLANTED if case[0] == "post_ln_mlp"]
+    program, inputs = program_of_planted(cases, device)
     right = compile_and_dump(program, inputs, tmp / "right")
-    with findings.wrong_lowering(*{case["kind"] for case in cases.values()}):
+    with findings.wrong_lowering(*{kind for _, _, kind in cases}):
         wrong = compile_and_dump(program, inputs, tmp / "wrong")
     comparison = aoti_debug_printer.compare(right, wrong)
     return Judged(program, findings.PartsOfProgram(program, wrong), None, comparison, inputs, wrong)
@@ -517,10 +516,11 @@ def test_diverge_rejects_what_is_not_a_program_in_one_line(what, tmp_path):
 
 
 def test_torchs_warnings_while_a_program_loads_stay_torchs(tmp_path, monkeypatch):
-    """diverge holds back what torch warns while it loads a program, and
-    gives it out once the program has loaded (load_program): under torch's module, so that
-    filters naming torch's modules still apply (this suite's turn every
-    other warning into an error; torch 2.11's load warns on the H100)."""
+    """diverge holds back what torch warns while it loads a program
+    (load_program), and gives it out once the program has loaded: under
+    torch's module, so that filters naming torch's modules still apply
+    (this suite's turn every other warning into an error; torch 2.11's
+    load warns on the H200)."""
     model, inputs, _ = findings.build("post_ln_mlp")
     torch.export.save(torch.export.export(model, inputs), tmp_path / "program.pt2")
     load = torch.export.load

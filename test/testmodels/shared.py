@@ -41,13 +41,14 @@ def compile_key(program, *more) -> str:
     shapes, devices and weights, Inductor's config (its own hash, the one
     its caches use), the matmul and cuDNN numerics flags, and `more`. (The
     graph's text names no device: a model built on the CPU and on CUDA
-    with the same weights differs only there.)"""
-    inputs = [n.meta.get("val") for n in program.graph.nodes if n.op == "placeholder"]
+    with the same weights differs only in its placeholders' devices, those
+    of the user inputs, weights, buffers and constants.)"""
+    placeholders = [n.meta.get("val") for n in program.graph.nodes if n.op == "placeholder"]
     digest = hashlib.sha256()
     for part in (
         str(program.graph),
         str(program.range_constraints),
-        [str(v.device) for v in inputs if isinstance(v, torch.Tensor)],
+        [str(v.device) for v in placeholders if isinstance(v, torch.Tensor)],
         torch._inductor.config.get_hash(),
         torch.get_float32_matmul_precision(),
         torch.backends.cudnn.allow_tf32,
@@ -56,7 +57,7 @@ def compile_key(program, *more) -> str:
         digest.update(repr(part).encode() + b"\0")
     for name, value in sorted({**program.state_dict, **program.constants}.items()):
         if isinstance(value, torch.Tensor):
-            digest.update(f"{name} {value.dtype} {value.shape} {value.device}".encode())
             value = value.detach().cpu().contiguous()
+            digest.update(name.encode() + str(value.dtype).encode() + str(value.shape).encode())
             digest.update(value.reshape(-1).view(torch.uint8).numpy().tobytes())
     return digest.hexdigest()[:24]
