@@ -46,10 +46,10 @@ def launches(
 
 
 def test_level0_generated_code_is_stock(package, tmp_path):
-    ours = wrapper_source(package("mlp", 0))
+    ours = wrapper_source(package("mlp", 0, source_only=True))
     aoti_debug_printer.uninstall()
     try:
-        stock = wrapper_source(compile_package("mlp", 0, tmp_path / "stock.pt2"))
+        stock = wrapper_source(compile_package("mlp", 0, tmp_path / "stock.pt2", source_only=True))
     finally:
         aoti_debug_printer.install()
     assert "aoti_debug_printer" not in ours
@@ -91,7 +91,9 @@ def test_generated_calls_per_level(package, level):
 @pytest.mark.parametrize("level", [1, 2, 3])
 def test_filter_applies_at_every_level(package, level):
     # A glob and an exact name, in another case than the kernels'.
-    source = wrapper_source(package("mlp", level, kernels="{CPP_FUSED_*, aoti_torch_cpu_MM_out}"))
+    source = wrapper_source(
+        package("mlp", level, kernels="{CPP_FUSED_*, aoti_torch_cpu_MM_out}", source_only=True)
+    )
     kernels = launches(source, 0)
     selected = [k for k in kernels if k.startswith("cpp_fused_")]
     assert 0 < len(selected) < len(kernels)
