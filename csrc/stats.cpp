@@ -78,85 +78,145 @@ void accumulate(Partial<exact_t<scalar_t>>& p, scalar_t v) {
 constexpr int kLanes = 16;
 constexpr int64_t kBlock = 1 << 14;
 
-// The lanes as GCC/Clang vectors of 32 bytes, written out rather than left
-// to the auto-vectorizer: GCC 12 turned the per-lane loop (its float
-// compares feeding double sums) into scalar compares and branches, three
-// times slower on AVX2. Each lane's arithmetic is unchanged, so results are
-// bit for bit those of the per-lane loop.
+template <typename scalar_t>
+using value_t = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
+
+// One block [begin, end) by a loop over the lanes, which GCC vectorizes
+// well for AVX-512 (32 registers). Returns its finite elements.
+template <typename scalar_t>
+__attribute__((always_inline)) inline int64_t block_by_lanes(Partial<double>& p, const scalar_t* x,
+                                                             int64_t begin, int64_t end) {
+  using V = value_t<scalar_t>;
+  constexpr V inf = std::numeric_limits<V>::infinity();
+  const V shift = static_cast<V>(p.shift);
+  double s1[kLanes] = {}, s2[kLanes] = {};
+  V mn[kLanes], mx[kLanes], am[kLanes];
+  int32_t fin[kLanes] = {}, zero[kLanes] = {};
+  for (int l = 0; l < kLanes; ++l) {
+    mn[l] = inf;
+    mx[l] = -inf;
+    am[l] = 0;
+  }
+  for (int64_t i = begin; i < end; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) {
+      const V v = static_cast<V>(x[i + l]);
+      const bool finite = (v - v) == 0;  // false for NaN and +-Inf
+      const V f = finite ? v : 0;
+      const double d = static_cast<double>(f) - static_cast<double>(finite ? shift : 0);
+      s1[l] += d;
+      s2[l] += d * d;
+      mn[l] = (finite & (v < mn[l])) ? v : mn[l];
+      mx[l] = (finite & (v > mx[l])) ? v : mx[l];
+      const V a = f < 0 ? -f : f;
+      am[l] = a > am[l] ? a : am[l];
+      fin[l] += finite;
+      zero[l] += v == 0;
+    }
+  }
+  int64_t finite = 0;
+  for (int l = 0; l < kLanes; ++l) {
+    p.s1 += s1[l];
+    p.s2 += s2[l];
+    finite += fin[l];
+    p.zeros += zero[l];
+    if (fin[l] > 0) {
+      p.min = std::min(p.min, static_cast<double>(mn[l]));
+      p.max = std::max(p.max, static_cast<double>(mx[l]));
+      p.absmax = std::max(p.absmax, static_cast<double>(am[l]));
+    }
+  }
+  return finite;
+}
+
 template <typename T, int N>
 struct Vector {
   typedef T type __attribute__((vector_size(N * sizeof(T))));
 };
 using double4 = Vector<double, 4>::type;
 
+// The same block with the lanes as GCC/Clang vectors of 32 bytes, for AVX2
+// and older: there GCC 12 made the loop over the lanes scalar compares and
+// branches (its float compares feeding double sums), three times slower.
+// Each lane's arithmetic is the same, and no FMA contracts it on those
+// targets, so the results are the loop's bit for bit (checked on AVX2).
 template <typename scalar_t>
-__attribute__((always_inline)) inline void accumulate_run(Partial<double>& p, const scalar_t* x,
-                                                          int64_t n) {
-  using V = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
+__attribute__((always_inline)) inline int64_t block_by_vectors(Partial<double>& p,
+                                                               const scalar_t* x, int64_t begin,
+                                                               int64_t end) {
+  using V = value_t<scalar_t>;
   constexpr int kWidth = 32 / sizeof(V);  // lanes of V per vector: 8 floats, 4 doubles
   constexpr int kVectors = kLanes / kWidth;
   using VV = typename Vector<V, kWidth>::type;
+  // A compare's result: integer lanes of V's width, all bits set where true.
+  using Mask = decltype(VV{} == VV{});
+  constexpr V inf = std::numeric_limits<V>::infinity();
+  const VV shifts = VV{} + static_cast<V>(p.shift), zeros = VV{}, infs = VV{} + inf;
+  const Mask magnitude =
+      Mask{} + std::numeric_limits<std::remove_reference_t<decltype(Mask{}[0])>>::max();
+  double4 s1[kLanes / 4] = {}, s2[kLanes / 4] = {};
+  VV mn[kVectors], mx[kVectors], am[kVectors];
+  // Counts as the compares' masks count them (-1 per true lane).
+  Mask fin[kVectors] = {}, zero[kVectors] = {};
+  for (int g = 0; g < kVectors; ++g) {
+    mn[g] = infs;
+    mx[g] = -infs;
+    am[g] = zeros;
+  }
+  for (int64_t i = begin; i < end; i += kLanes) {
+    for (int g = 0; g < kVectors; ++g) {
+      VV v;
+      for (int k = 0; k < kWidth; ++k) v[k] = static_cast<V>(x[i + g * kWidth + k]);
+      const auto finite = (v - v) == 0;  // false for NaN and +-Inf
+      const VV f = finite ? v : zeros;
+      const VV shifted = finite ? shifts : zeros;
+      for (int h = 0; h < kWidth / 4; ++h) {
+        const double4 d =
+            double4{f[4 * h], f[4 * h + 1], f[4 * h + 2], f[4 * h + 3]} -
+            double4{shifted[4 * h], shifted[4 * h + 1], shifted[4 * h + 2], shifted[4 * h + 3]};
+        s1[g * kWidth / 4 + h] += d;
+        s2[g * kWidth / 4 + h] += d * d;
+      }
+      // A non-finite lane takes part as +-Inf, which moves neither
+      // extreme: the same results as skipping it, in a min and a max.
+      const VV low = finite ? v : infs, high = finite ? v : -infs;
+      mn[g] = low < mn[g] ? low : mn[g];
+      mx[g] = high > mx[g] ? high : mx[g];
+      // |f| by the sign bit (-0 as +0: neither moves absmax from +0).
+      const VV a = reinterpret_cast<VV>(reinterpret_cast<Mask>(f) & magnitude);
+      am[g] = a > am[g] ? a : am[g];
+      fin[g] -= finite;
+      zero[g] -= v == 0;
+    }
+  }
+  int64_t finite = 0;
+  for (int l = 0; l < kLanes; ++l) {
+    const int g = l / kWidth, k = l % kWidth;
+    p.s1 += s1[l / 4][l % 4];
+    p.s2 += s2[l / 4][l % 4];
+    finite += fin[g][k];
+    p.zeros += zero[g][k];
+    if (fin[g][k] > 0) {
+      p.min = std::min(p.min, static_cast<double>(mn[g][k]));
+      p.max = std::max(p.max, static_cast<double>(mx[g][k]));
+      p.absmax = std::max(p.absmax, static_cast<double>(am[g][k]));
+    }
+  }
+  return finite;
+}
+
+template <bool by_vectors, typename scalar_t>
+__attribute__((always_inline)) inline void accumulate_run(Partial<double>& p, const scalar_t* x,
+                                                          int64_t n) {
+  using V = value_t<scalar_t>;
   constexpr V inf = std::numeric_limits<V>::infinity();
   int64_t i = 0;
   // The scalar path picks the shift: the first finite value.
   for (; i < n && p.finite == 0; ++i) accumulate<scalar_t>(p, x[i]);
-  const V shift = static_cast<V>(p.shift);
-  const VV shifts = VV{} + shift, zeros = VV{}, infs = VV{} + inf;
-  // A compare's result: integer lanes of V's width, all bits set where true.
-  using Mask = decltype(VV{} == VV{});
-  const Mask magnitude =
-      Mask{} + std::numeric_limits<std::remove_reference_t<decltype(Mask{}[0])>>::max();
   while (n - i >= kLanes) {
-    const int64_t end = i + std::min<int64_t>(kBlock, (n - i) / kLanes * kLanes);
-    double4 s1[kLanes / 4] = {}, s2[kLanes / 4] = {};
-    VV mn[kVectors], mx[kVectors], am[kVectors];
-    // Counts as the compares' masks count them (-1 per true lane).
-    Mask fin[kVectors] = {}, zero[kVectors] = {};
-    for (int g = 0; g < kVectors; ++g) {
-      mn[g] = VV{} + inf;
-      mx[g] = VV{} - inf;
-      am[g] = zeros;
-    }
     const int64_t begin = i;
-    for (; i < end; i += kLanes) {
-      for (int g = 0; g < kVectors; ++g) {
-        VV v;
-        for (int k = 0; k < kWidth; ++k) v[k] = static_cast<V>(x[i + g * kWidth + k]);
-        const auto finite = (v - v) == 0;  // false for NaN and +-Inf
-        const VV f = finite ? v : zeros;
-        const VV shifted = finite ? shifts : zeros;
-        for (int h = 0; h < kWidth / 4; ++h) {
-          const double4 d =
-              double4{f[4 * h], f[4 * h + 1], f[4 * h + 2], f[4 * h + 3]} -
-              double4{shifted[4 * h], shifted[4 * h + 1], shifted[4 * h + 2], shifted[4 * h + 3]};
-          s1[g * kWidth / 4 + h] += d;
-          s2[g * kWidth / 4 + h] += d * d;
-        }
-        // A non-finite lane takes part as +-Inf, which moves neither
-        // extreme: the same results as skipping it, in a min and a max.
-        const VV low = finite ? v : infs, high = finite ? v : -infs;
-        mn[g] = low < mn[g] ? low : mn[g];
-        mx[g] = high > mx[g] ? high : mx[g];
-        // |f| by the sign bit (-0 as +0: neither moves absmax from +0).
-        const VV a = reinterpret_cast<VV>(reinterpret_cast<Mask>(f) & magnitude);
-        am[g] = a > am[g] ? a : am[g];
-        fin[g] -= finite;
-        zero[g] -= v == 0;
-      }
-    }
-    int64_t finite = 0;
-    for (int l = 0; l < kLanes; ++l) {
-      const int g = l / kWidth, k = l % kWidth;
-      p.s1 += s1[l / 4][l % 4];
-      p.s2 += s2[l / 4][l % 4];
-      finite += fin[g][k];
-      p.zeros += zero[g][k];
-      if (fin[g][k] > 0) {
-        p.min = std::min(p.min, static_cast<double>(mn[g][k]));
-        p.max = std::max(p.max, static_cast<double>(mx[g][k]));
-        p.absmax = std::max(p.absmax, static_cast<double>(am[g][k]));
-      }
-    }
+    i += std::min<int64_t>(kBlock, (n - i) / kLanes * kLanes);
+    const int64_t finite =
+        by_vectors ? block_by_vectors(p, x, begin, i) : block_by_lanes(p, x, begin, i);
     p.finite += finite;
     // Non-finite values are rare: classify them only in blocks that have some.
     if (finite != i - begin) {
@@ -171,12 +231,18 @@ __attribute__((always_inline)) inline void accumulate_run(Partial<double>& p, co
   for (; i < n; ++i) accumulate<scalar_t>(p, x[i]);
 }
 
-// One clone per instruction set, picked at load time (GCC/Clang ifunc), so a
-// portable build still runs at the machine's vector width.
-#define AOTI_DEBUG_PRINTER_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#define AOTI_DEBUG_PRINTER_RUN(T, name)                                            \
-  AOTI_DEBUG_PRINTER_CLONES void name(Partial<double>& p, const T* x, int64_t n) { \
-    accumulate_run<T>(p, x, n);                                                    \
+// One version per instruction set, picked at load time (GCC's function
+// multiversioning, an ifunc), so a portable build still runs at the
+// machine's vector width.
+#define AOTI_DEBUG_PRINTER_RUN(T, name)                                                     \
+  __attribute__((target("avx512f"))) void name(Partial<double>& p, const T* x, int64_t n) { \
+    accumulate_run<false>(p, x, n);                                                         \
+  }                                                                                         \
+  __attribute__((target("avx2"))) void name(Partial<double>& p, const T* x, int64_t n) {    \
+    accumulate_run<true>(p, x, n);                                                          \
+  }                                                                                         \
+  __attribute__((target("default"))) void name(Partial<double>& p, const T* x, int64_t n) { \
+    accumulate_run<true>(p, x, n);                                                          \
   }
 AOTI_DEBUG_PRINTER_RUN(float, run_float)
 AOTI_DEBUG_PRINTER_RUN(double, run_double)
