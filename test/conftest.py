@@ -175,7 +175,7 @@ def compile_package(
 ) -> Path:
     """A .pt2 of `model_name` at `level`; with `source_only`, Inductor's
     generated C++ alone (`package_cpp_only`), for tests that only read the
-    code: no g++, about 8 s less a compile."""
+    code: no g++, about 8 s less for each."""
     model, inputs = small.build(model_name, device)
     patch = {
         "aot_inductor.debug_intermediate_value_printer": str(level),
