@@ -81,6 +81,38 @@ constexpr int64_t kBlock = 1 << 14;
 template <typename scalar_t>
 using value_t = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
 
+// Lane l of a block's totals: a[l], or, where the lanes are vectors of
+// `width`, a[l / width][l % width].
+template <int width, typename A>
+auto lane(const A* a, int l) {
+  if constexpr (width == 1) {
+    return a[l];
+  } else {
+    return a[l / width][l % width];
+  }
+}
+
+// Folds a block's totals into the partial, lane by lane in order (the sums
+// in lanes of `sum_width`, the rest in lanes of `width`). Returns the
+// block's finite elements.
+template <int sum_width, int width, typename S, typename E, typename C>
+int64_t fold_lanes(Partial<double>& p, const S* s1, const S* s2, const E* mn, const E* mx,
+                   const E* am, const C* fin, const C* zero) {
+  int64_t finite = 0;
+  for (int l = 0; l < kLanes; ++l) {
+    p.s1 += lane<sum_width>(s1, l);
+    p.s2 += lane<sum_width>(s2, l);
+    finite += lane<width>(fin, l);
+    p.zeros += lane<width>(zero, l);
+    if (lane<width>(fin, l) > 0) {
+      p.min = std::min(p.min, static_cast<double>(lane<width>(mn, l)));
+      p.max = std::max(p.max, static_cast<double>(lane<width>(mx, l)));
+      p.absmax = std::max(p.absmax, static_cast<double>(lane<width>(am, l)));
+    }
+  }
+  return finite;
+}
+
 // One block [begin, end) by a loop over the lanes, which GCC vectorizes
 // well for AVX-512 (32 registers). Returns its finite elements.
 template <typename scalar_t>
@@ -113,19 +145,7 @@ __attribute__((always_inline)) inline int64_t block_by_lanes(Partial<double>& p,
       zero[l] += v == 0;
     }
   }
-  int64_t finite = 0;
-  for (int l = 0; l < kLanes; ++l) {
-    p.s1 += s1[l];
-    p.s2 += s2[l];
-    finite += fin[l];
-    p.zeros += zero[l];
-    if (fin[l] > 0) {
-      p.min = std::min(p.min, static_cast<double>(mn[l]));
-      p.max = std::max(p.max, static_cast<double>(mx[l]));
-      p.absmax = std::max(p.absmax, static_cast<double>(am[l]));
-    }
-  }
-  return finite;
+  return fold_lanes<1, 1>(p, s1, s2, mn, mx, am, fin, zero);
 }
 
 template <typename T, int N>
@@ -188,20 +208,7 @@ __attribute__((always_inline)) inline int64_t block_by_vectors(Partial<double>& 
       zero[g] -= v == 0;
     }
   }
-  int64_t finite = 0;
-  for (int l = 0; l < kLanes; ++l) {
-    const int g = l / kWidth, k = l % kWidth;
-    p.s1 += s1[l / 4][l % 4];
-    p.s2 += s2[l / 4][l % 4];
-    finite += fin[g][k];
-    p.zeros += zero[g][k];
-    if (fin[g][k] > 0) {
-      p.min = std::min(p.min, static_cast<double>(mn[g][k]));
-      p.max = std::max(p.max, static_cast<double>(mx[g][k]));
-      p.absmax = std::max(p.absmax, static_cast<double>(am[g][k]));
-    }
-  }
-  return finite;
+  return fold_lanes<4, kWidth>(p, s1, s2, mn, mx, am, fin, zero);
 }
 
 template <bool by_vectors, typename scalar_t>
@@ -215,8 +222,12 @@ __attribute__((always_inline)) inline void accumulate_run(Partial<double>& p, co
   while (n - i >= kLanes) {
     const int64_t begin = i;
     i += std::min<int64_t>(kBlock, (n - i) / kLanes * kLanes);
-    const int64_t finite =
-        by_vectors ? block_by_vectors(p, x, begin, i) : block_by_lanes(p, x, begin, i);
+    int64_t finite;
+    if constexpr (by_vectors) {
+      finite = block_by_vectors(p, x, begin, i);
+    } else {
+      finite = block_by_lanes(p, x, begin, i);
+    }
     p.finite += finite;
     // Non-finite values are rare: classify them only in blocks that have some.
     if (finite != i - begin) {
