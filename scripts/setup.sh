@@ -36,17 +36,61 @@ if [ -n "$TORCHVISION_RELEASE" ]; then
   python -m pip install -q "torchvision==$TORCHVISION_RELEASE"
 fi
 
-if [ -n "${WITH_CATCH2:-}" ] && [ ! -f /usr/include/catch2/catch.hpp ]; then
-  apt-get update -qq && apt-get install -y -qq catch2 >/dev/null
+# Debian's packages, after one index update for all that are missing:
+# Catch2 and clang-format (test_style.py checks the C++ style) beside the
+# C++ tests; Chromium renders the HTML report in one test (skipped without).
+debian=()
+if [ -n "${WITH_CATCH2:-}" ]; then
+  [ -f /usr/include/catch2/catch.hpp ] || debian+=(catch2)
+  command -v clang-format >/dev/null || debian+=(clang-format)
 fi
-# clang-format checks the C++ style (test_style.py), beside Catch2's tests.
-if [ -n "${WITH_CATCH2:-}" ] && ! command -v clang-format >/dev/null; then
-  apt-get update -qq && apt-get install -y -qq clang-format >/dev/null
-fi
-# Chromium renders the HTML report in one test (skipped without it).
+chromium=""
 if [ -n "${WITH_CHROMIUM:-}" ] && ! command -v chromium >/dev/null; then
-  { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } \
+  chromium=chromium
+fi
+if [ ${#debian[@]} -gt 0 ] || [ -n "$chromium" ]; then
+  apt-get update -qq || [ ${#debian[@]} -eq 0 ]
+fi
+if [ ${#debian[@]} -gt 0 ]; then
+  apt-get install -y -qq "${debian[@]}" >/dev/null
+fi
+if [ -n "$chromium" ]; then
+  apt-get install -y -qq chromium >/dev/null \
     || echo "setup: no chromium; the report screenshot test will be skipped"
 fi
 
-python -m pip install -q --no-build-isolation .
+# The package, from a wheel kept for each build of torch in build/wheels/:
+# the patched run's torch differs from the plain run's in Python files only,
+# so it installs the wheel that run built from the same tree rather than
+# building it again (a minute and a half on two cores). Another file in the
+# tree, torch, Python or CMAKE_ARGS builds again, incrementally (setup.py's
+# CMake build directory).
+read -r torch_key tree_key < <(python - <<'PY'
+import hashlib, importlib.util, os, subprocess, sysconfig, time
+from pathlib import Path
+
+torch_build = [
+    (Path(importlib.util.find_spec("torch").origin).parent / "version.py").read_bytes(),
+    sysconfig.get_config_var("EXT_SUFFIX").encode(),
+    *(os.environ.get(name, "").encode() for name in ("CMAKE_ARGS", "CXX")),
+]
+try:  # every file git sees, committed or not (not what .gitignore names)
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "-co", "--exclude-standard"], capture_output=True, check=True
+    ).stdout.split(b"\0")
+except (OSError, subprocess.CalledProcessError):  # no git: a key of its own each time
+    listed = [str(time.time_ns()).encode()]
+tree = hashlib.sha256()
+for name in sorted(filter(None, listed)):
+    path = Path(os.fsdecode(name))
+    tree.update(name + b"\0" + (path.read_bytes() if path.is_file() else b""))
+print(hashlib.sha256(b"\0".join(torch_build)).hexdigest()[:16], tree.hexdigest()[:16])
+PY
+)
+wheels=build/wheels/$torch_key
+if [ "$(cat "$wheels/tree" 2>/dev/null)" != "$tree_key" ]; then
+  rm -rf "$wheels"
+  python -m pip wheel -q --no-deps --no-build-isolation -w "$wheels" .
+  echo "$tree_key" >"$wheels/tree"
+fi
+python -m pip install -q --no-deps --force-reinstall "$wheels"/*.whl

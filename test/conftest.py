@@ -69,6 +69,38 @@ ROOT = Path(__file__).resolve().parents[1]
 SITE_PACKAGES = Path(torch.__file__).parents[1]
 
 
+def _probe_inductor_vector_isas_once() -> None:
+    """Inductor probes every vector ISA the CPU claims once per process, at
+    its first CPU compile: a build (cached) and a child Python that imports
+    torch to load it, about 3 s each, 13 s for four. Every pytest-xdist
+    worker and every child that compiles paid it, a sixth of a run's CPU.
+    The run's first process probes them here, side by side; where every
+    claimed ISA passes, Inductor's pick is the same with the probe skipped
+    (TORCHINDUCTOR_VEC_ISA_OK=1), which the workers and their children
+    inherit. Where one fails, each process probes for itself as usual."""
+    if "TORCHINDUCTOR_VEC_ISA_OK" in os.environ or "PYTEST_XDIST_WORKER" in os.environ:
+        return
+    import concurrent.futures
+    import platform
+
+    from torch._inductor import cpu_vec_isa
+
+    if platform.machine() != "x86_64":
+        return
+    flags = cpu_vec_isa.x86_isa_checker()
+    claimed = [
+        isa
+        for isa in cpu_vec_isa.supported_vec_isa_list
+        if all(flag in flags for flag in str(isa).split())
+    ]
+    with concurrent.futures.ThreadPoolExecutor(max(len(claimed), 1)) as pool:
+        if all(pool.map(bool, claimed)):
+            os.environ["TORCHINDUCTOR_VEC_ISA_OK"] = "1"
+
+
+_probe_inductor_vector_isas_once()
+
+
 def torch_has_the_hooks() -> bool:
     """Whether the installed torch was built with patches/ (it has Inductor's
     debug-printer hooks): `AOTI_DEBUG_PRINTER_PATCHED=1 bash scripts/test.sh`
