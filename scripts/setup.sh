@@ -87,6 +87,7 @@ for name in sorted(filter(None, listed)):
 print(hashlib.sha256(b"\0".join(torch_build)).hexdigest()[:16], tree.hexdigest()[:16])
 PY
 )
+[ -n "${tree_key:-}" ] || { echo "setup: cannot tell this torch or tree apart" >&2; exit 1; }
 wheels=build/wheels/$torch_key
 if [ "$(cat "$wheels/tree" 2>/dev/null)" != "$tree_key" ]; then
   rm -rf "$wheels"
