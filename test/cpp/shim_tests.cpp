@@ -30,6 +30,13 @@
 #include <thread>
 #include <vector>
 
+// ATen's headers define a glog-style CHECK (c10/util/logging_is_not_google_glog.h)
+// over Catch's, which aborts the whole executable at the first failure and
+// reports nothing: Catch's own, as catch.hpp defines it.
+#undef CHECK
+#define CHECK(...) \
+  INTERNAL_CATCH_TEST("CHECK", Catch::ResultDisposition::ContinueOnFailure, __VA_ARGS__)
+
 namespace fs = std::filesystem;
 
 namespace {
