@@ -49,6 +49,7 @@ if [ -n "${WITH_CHROMIUM:-}" ] && ! command -v chromium >/dev/null; then
   chromium=chromium
 fi
 if [ ${#debian[@]} -gt 0 ] || [ -n "$chromium" ]; then
+  # Only Chromium may go without: a failed update then just skips it.
   apt-get update -qq || [ ${#debian[@]} -eq 0 ]
 fi
 if [ ${#debian[@]} -gt 0 ]; then
@@ -62,7 +63,7 @@ fi
 # The package, from a wheel kept for each build of torch in build/wheels/:
 # the patched run's torch differs from the plain run's in Python files only,
 # so it installs the wheel that run built from the same tree rather than
-# building it again (a minute and a half on two cores). Another file in the
+# building it again (about 50 s on two cores). Another file in the
 # tree, torch, Python or CMAKE_ARGS builds again, incrementally (setup.py's
 # CMake build directory).
 read -r torch_key tree_key < <(python - <<'PY'

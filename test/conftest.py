@@ -72,8 +72,9 @@ SITE_PACKAGES = Path(torch.__file__).parents[1]
 def _probe_inductor_vector_isas_once() -> None:
     """Inductor probes every vector ISA the CPU claims once per process, at
     its first CPU compile: a build (cached) and a child Python that imports
-    torch to load it, about 3 s each, 13 s for four. Every pytest-xdist
-    worker and every child that compiles paid it, a sixth of a run's CPU.
+    torch to load it; 14.6 s for four with a cold cache, 3.3 s with a warm
+    one. Every pytest-xdist worker and every child that compiles paid it, a
+    sixth of a run's CPU (docs/testing.md).
     The run's first process probes them here, side by side; where every
     claimed ISA passes, Inductor's pick is the same with the probe skipped
     (TORCHINDUCTOR_VEC_ISA_OK=1), which the workers and their children
