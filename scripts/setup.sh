@@ -44,18 +44,18 @@ if [ -n "${WITH_CATCH2:-}" ]; then
   [ -f /usr/include/catch2/catch.hpp ] || debian+=(catch2)
   command -v clang-format >/dev/null || debian+=(clang-format)
 fi
-chromium=""
+chromium_missing=""
 if [ -n "${WITH_CHROMIUM:-}" ] && ! command -v chromium >/dev/null; then
-  chromium=chromium
+  chromium_missing=1
 fi
-if [ ${#debian[@]} -gt 0 ] || [ -n "$chromium" ]; then
+if [ ${#debian[@]} -gt 0 ] || [ -n "$chromium_missing" ]; then
   # Only Chromium may go without: a failed update then just skips it.
   apt-get update -qq || [ ${#debian[@]} -eq 0 ]
 fi
 if [ ${#debian[@]} -gt 0 ]; then
   apt-get install -y -qq "${debian[@]}" >/dev/null
 fi
-if [ -n "$chromium" ]; then
+if [ -n "$chromium_missing" ]; then
   apt-get install -y -qq chromium >/dev/null \
     || echo "setup: no chromium; the report screenshot test will be skipped"
 fi
@@ -64,30 +64,9 @@ fi
 # the patched run's torch differs from the plain run's in Python files only,
 # so it installs the wheel that run built from the same tree rather than
 # building it again (about 50 s on two cores). Another file in the
-# tree, torch, Python or CMAKE_ARGS builds again, incrementally (setup.py's
-# CMake build directory).
-read -r torch_key tree_key < <(python - <<'PY'
-import hashlib, importlib.util, os, subprocess, sysconfig, time
-from pathlib import Path
-
-torch_build = [
-    (Path(importlib.util.find_spec("torch").origin).parent / "version.py").read_bytes(),
-    sysconfig.get_config_var("EXT_SUFFIX").encode(),
-    *(os.environ.get(name, "").encode() for name in ("CMAKE_ARGS", "CXX")),
-]
-try:  # every file git sees, committed or not (not what .gitignore names)
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "-co", "--exclude-standard"], capture_output=True, check=True
-    ).stdout.split(b"\0")
-except (OSError, subprocess.CalledProcessError):  # no git: a key of its own each time
-    listed = [str(time.time_ns()).encode()]
-tree = hashlib.sha256()
-for name in sorted(filter(None, listed)):
-    path = Path(os.fsdecode(name))
-    tree.update(name + b"\0" + (path.read_bytes() if path.is_file() else b""))
-print(hashlib.sha256(b"\0".join(torch_build)).hexdigest()[:16], tree.hexdigest()[:16])
-PY
-)
+# tree, torch, Python, CMAKE_ARGS or CXX builds again, incrementally
+# (setup.py's CMake build directory). scripts/wheel_key.py makes the keys.
+read -r torch_key tree_key < <(python scripts/wheel_key.py)
 [ -n "${tree_key:-}" ] || { echo "setup: cannot tell this torch or tree apart" >&2; exit 1; }
 wheels=build/wheels/$torch_key
 if [ "$(cat "$wheels/tree" 2>/dev/null)" != "$tree_key" ]; then

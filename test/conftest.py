@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import importlib.metadata
 import importlib.util
@@ -9,6 +10,7 @@ import io
 import json
 import logging
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -81,13 +83,10 @@ def _probe_inductor_vector_isas_once() -> None:
     inherit. Where one fails, each process probes for itself as usual."""
     if "TORCHINDUCTOR_VEC_ISA_OK" in os.environ or "PYTEST_XDIST_WORKER" in os.environ:
         return
-    import concurrent.futures
-    import platform
-
-    from torch._inductor import cpu_vec_isa
-
     if platform.machine() != "x86_64":
         return
+    from torch._inductor import cpu_vec_isa
+
     flags = cpu_vec_isa.x86_isa_checker()
     claimed = [
         isa
