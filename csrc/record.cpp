@@ -25,9 +25,7 @@ std::string number(double v, bool json) {
   if (json) return json_number(v);
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
+  return general_number(v, 6);
 }
 
 std::string scalar_text(const c10::Scalar& s, bool json) {
@@ -410,32 +408,29 @@ std::string format_record(const TensorRecord& r, bool json) {
 }
 
 std::string format_text(const TensorRecord& r) {
-  std::ostringstream out;
-  out << where_text(r.where) << "\n";
-  if (!r.problem.empty()) {
-    out << "    " << r.problem << "\n";
-    return out.str();
-  }
-  out << "    shape=" << list(r.shape) << " stride=" << list(r.stride) << " dtype=" << r.dtype
-      << " device=" << r.device << " layout=" << r.layout
-      << " contiguous=" << (r.contiguous ? "true" : "false") << " numel=" << r.numel << "\n";
+  // Appended to one string: an ostringstream (its locale) cost more than
+  // the rest of a record's text.
+  std::string out = where_text(r.where) + "\n";
+  if (!r.problem.empty()) return out + "    " + r.problem + "\n";
+  out += "    shape=" + list(r.shape) + " stride=" + list(r.stride) + " dtype=" + r.dtype +
+         " device=" + r.device + " layout=" + r.layout +
+         " contiguous=" + (r.contiguous ? "true" : "false") + " numel=" + std::to_string(r.numel) +
+         "\n";
   const TensorStats& s = r.stats;
-  if (!s.unsupported.empty()) {
-    out << "    " << s.unsupported << "\n";
-    return out.str();
-  }
-  out << "    " << (s.of_modulus ? "|z| " : "");
+  if (!s.unsupported.empty()) return out + "    " + s.unsupported + "\n";
+  out += s.of_modulus ? "    |z| " : "    ";
   if (s.min) {
-    out << "min=" << scalar_text(*s.min, false) << " max=" << scalar_text(*s.max, false)
-        << " mean=" << number(s.mean, false) << " std=" << number(s.std, false)
-        << " absmax=" << number(s.absmax, false);
+    out += "min=" + scalar_text(*s.min, false) + " max=" + scalar_text(*s.max, false) +
+           " mean=" + number(s.mean, false) + " std=" + number(s.std, false) +
+           " absmax=" + number(s.absmax, false);
   } else {
-    out << "no finite values";
+    out += "no finite values";
   }
-  out << "\n    finite=" << s.finite << " nan=" << s.nan << " +inf=" << s.pos_inf
-      << " -inf=" << s.neg_inf << " zeros=" << s.zeros << "\n";
-  if (!r.values.empty()) out << "    values=" << list(r.values) << "\n";
-  return out.str();
+  out += "\n    finite=" + std::to_string(s.finite) + " nan=" + std::to_string(s.nan) +
+         " +inf=" + std::to_string(s.pos_inf) + " -inf=" + std::to_string(s.neg_inf) +
+         " zeros=" + std::to_string(s.zeros) + "\n";
+  if (!r.values.empty()) out += "    values=" + list(r.values) + "\n";
+  return out;
 }
 
 std::string format_json(const TensorRecord& r, const std::string& file) {

@@ -344,11 +344,7 @@ const at::Tensor* tensor_of(AtenTensorHandle h) {
   return h ? torch::aot_inductor::tensor_handle_to_tensor_pointer(h) : nullptr;
 }
 
-std::string float_text(double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
+std::string float_text(double v) { return general_number(v, 17); }
 }  // namespace
 
 extern "C" {
