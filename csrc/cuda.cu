@@ -32,6 +32,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <type_traits>
@@ -685,9 +686,11 @@ Snapshot read_back(const uint8_t* back, const Layout& layout, at::ScalarType dty
 // Pinned, mapped host memory that this thread's queued snapshots land in,
 // filled front to back and reused from the front once every snapshot queued
 // in it has been taken. Kept alive by its outstanding Landings, so that a
-// thread's exit never frees memory a queued kernel still writes.
+// thread's exit never frees memory a queued kernel still writes. Its thread
+// queues snapshots; the writer thread (output.cpp) takes them.
 struct Ring {
   static constexpr int64_t kBytes = int64_t{4} << 20;
+  std::mutex mu;  // guards used and outstanding
   uint8_t* data = nullptr;
   int64_t used = 0;
   int64_t outstanding = 0;
@@ -720,7 +723,9 @@ struct Landing {
   bool with_values = false;
   std::string unsupported;
   ~Landing() {
-    if (ring && --ring->outstanding == 0) ring->used = 0;
+    if (!ring) return;
+    std::lock_guard<std::mutex> lock(ring->mu);
+    if (--ring->outstanding == 0) ring->used = 0;
   }
 };
 
@@ -771,6 +776,7 @@ std::shared_ptr<Landing> snapshot_later(const at::Tensor& t, bool with_values) {
   }
   const int64_t bytes = result_bytes(plan->layout);
   TORCH_CHECK(bytes <= Ring::kBytes, "this tensor's results do not fit in the ring");
+  std::lock_guard<std::mutex> lock(ring->mu);
   if (ring->outstanding > 0) {
     // Queued kernels share the device scratch in stream order: another
     // stream, or scratch that must grow under them, waits for them first.

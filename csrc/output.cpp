@@ -1,11 +1,21 @@
 #include "output.h"
 
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <deque>
 #include <mutex>
 #include <random>
+#include <thread>
+#include <vector>
 
 namespace aoti_debug_printer {
 namespace {
@@ -19,8 +29,9 @@ struct Sink {
 };
 
 Sink& sink() {
-  static Sink s;
-  return s;
+  // Never destroyed: the writer thread may write while the process exits.
+  static Sink* s = new Sink;
+  return *s;
 }
 
 void write_out(const std::string& output, const std::string& text) {
@@ -48,65 +59,264 @@ void write_out(const std::string& output, const std::string& text) {
 }
 
 // This thread's texts not written yet, oldest first: each a text already
-// made, or a record still waiting for the GPU. At thread (and process) exit
-// every one is written.
+// made, or a record still waiting for the GPU. The thread appends; the
+// writer thread (below) formats and writes each record once its statistics
+// have landed, so the model's thread spends no time on text; the thread
+// itself writes what is left when it must (flush_records(true): a run's
+// end, its exit).
 struct Waiting {
   std::string output;
   std::string text;
   std::unique_ptr<LateRecord> late;
 };
 struct Queue {
+  std::mutex mu;  // guards items
   std::deque<Waiting> items;
-  ~Queue() {
+  // Held while the front record is formatted and written: one writer at a
+  // time, so records come out in order. A record leaves `items` only once
+  // written, so an empty queue means nothing of this thread is unwritten.
+  std::mutex writing;
+
+  bool empty() {
+    std::lock_guard<std::mutex> lock(mu);
+    return items.empty();
+  }
+  // Writes the front records that are ready (with `wait`, all of them,
+  // waiting for the GPU as needed). Returns whether it wrote any; sets
+  // `blocked` when it stopped at a record that has not landed.
+  bool drain(bool wait, bool& blocked) {
+    std::unique_lock<std::mutex> turn(writing, std::defer_lock);
+    if (wait) {
+      turn.lock();
+    } else if (!turn.try_lock()) {
+      return false;  // the thread itself is writing
+    }
+    bool wrote = false;
+    for (;;) {
+      Waiting* front = nullptr;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (items.empty()) break;
+        // A deque's elements stay put while the thread appends behind them.
+        front = &items.front();
+      }
+      if (front->late) {
+        if (!front->late->ready()) {
+          if (!wait) {
+            blocked = true;
+            break;
+          }
+          front->late->wait();
+        }
+        try {
+          front->text = front->late->text();
+        } catch (const std::exception& e) {
+          // Said once, and the records behind it still go out.
+          front->text.clear();
+          report_error(std::string("a record's statistics could not be read back: ") + e.what());
+        }
+        front->late.reset();
+      }
+      if (!front->text.empty()) write_out(front->output, front->text);
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        items.pop_front();
+      }
+      wrote = true;
+    }
+    return wrote;
+  }
+};
+
+// Forks this process has seen (pthread_atfork's child handler). A child
+// has no writer thread, and its copy of a thread's queue holds the
+// parent's records, which are the parent's to write: a child starts afresh.
+std::atomic<int> forks{0};
+
+// The one writer thread of the process, started by the first record that
+// waits for the GPU. It polls the queues' front records every kPoll while
+// any waits (a record has landed when its tickets are in host memory: no
+// CUDA call, so this thread never touches the GPU), and sleeps otherwise.
+// Never destroyed; the main thread stops it when the process exits, once
+// its own records are written, before any static object is destroyed.
+class Writer {
+ public:
+  static Writer& get() {
+    static const bool counting_forks = [] {
+      pthread_atfork(nullptr, nullptr, [] {
+        forks.fetch_add(1);
+        current().store(nullptr);
+      });
+      return true;
+    }();
+    (void)counting_forks;
+    Writer* writer = current().load(std::memory_order_acquire);
+    if (writer) return *writer;
+    // Threads may race to make the first one: one wins, the others use it.
+    auto* made = new Writer;
+    if (current().compare_exchange_strong(writer, made)) return *made;
+    delete made;  // never started
+    return *writer;
+  }
+
+  void add(std::shared_ptr<Queue> queue) {
+    std::lock_guard<std::mutex> lock(mu_);
+    queues_.push_back(std::move(queue));
+    if (!started_ && !stopping_) {
+      started_ = true;
+      std::thread([this] { run(); }).detach();
+    }
+  }
+  void remove(const Queue* queue) {
+    std::lock_guard<std::mutex> lock(mu_);
+    queues_.erase(std::remove_if(queues_.begin(), queues_.end(),
+                                 [&](const auto& q) { return q.get() == queue; }),
+                  queues_.end());
+  }
+  // A queue has a new record: wakes the writer if it sleeps.
+  void poke() {
+    if (!sleeping_.load(std::memory_order_acquire)) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    poked_ = true;
+    wake_.notify_one();
+  }
+  static void stop_if_running() {
+    if (Writer* writer = current().load(std::memory_order_acquire)) writer->stop();
+  }
+  // Returns once the writer thread has ended (at once if it never started).
+  void stop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    stopping_ = true;
+    poked_ = true;
+    wake_.notify_one();
+    wake_.wait(lock, [&] { return !started_; });
+  }
+
+ private:
+  static constexpr std::chrono::microseconds kPoll{20};
+
+  static std::atomic<Writer*>& current() {
+    static std::atomic<Writer*> writer{nullptr};
+    return writer;
+  }
+
+  void run() {
+    for (;;) {
+      std::vector<std::shared_ptr<Queue>> queues;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stopping_) break;
+        queues = queues_;
+      }
+      bool wrote = false, blocked = false;
+      for (const auto& q : queues) {
+        try {
+          wrote |= q->drain(false, blocked);
+        } catch (...) {
+          // What failed was reported where it failed; the other queues go on.
+        }
+      }
+      if (wrote) continue;
+      std::unique_lock<std::mutex> lock(mu_);
+      if (blocked) {
+        wake_.wait_for(lock, kPoll, [&] { return stopping_; });
+        continue;
+      }
+      // Nothing waits: sleep until a thread queues a record (poke). One
+      // queued between the scan and here is seen by the next scan at the
+      // latest when the wait times out.
+      sleeping_.store(true, std::memory_order_release);
+      wake_.wait_for(lock, std::chrono::milliseconds(100), [&] { return poked_; });
+      poked_ = false;
+      sleeping_.store(false, std::memory_order_release);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    started_ = false;
+    wake_.notify_all();
+  }
+
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::vector<std::shared_ptr<Queue>> queues_;
+  bool started_ = false;
+  bool stopping_ = false;
+  bool poked_ = false;
+  std::atomic<bool> sleeping_{false};
+};
+
+// This thread's queue, registered with the writer when the thread first
+// queues a record for it, and written out when the thread exits.
+class ThisThread {
+ public:
+  Queue& queue() {
+    if (made_at_fork_ != forks.load(std::memory_order_relaxed)) {
+      // In a child: the parent's queue may hold the parent's records and
+      // locks a thread of the parent held; it is left untouched.
+      new std::shared_ptr<Queue>(std::move(queue_));
+      queue_ = std::make_shared<Queue>();
+      registered_ = false;
+      made_at_fork_ = forks.load();
+    }
+    return *queue_;
+  }
+  Queue& registered_queue() {
+    Queue& q = queue();
+    if (!registered_) {
+      Writer::get().add(queue_);
+      registered_ = true;
+    }
+    return q;
+  }
+  ~ThisThread() {
     try {
-      flush(true);
+      bool blocked = false;
+      queue().drain(true, blocked);
+      if (registered_) Writer::get().remove(queue_.get());
+      // The main thread ends the process: the writer must not outlive
+      // what it uses.
+      if (getpid() == static_cast<pid_t>(syscall(SYS_gettid))) Writer::stop_if_running();
     } catch (...) {
       // Nothing can be reported any more.
     }
   }
-  void flush(bool wait) {
-    while (!items.empty()) {
-      Waiting& w = items.front();
-      if (w.late) {
-        if (!w.late->ready()) {
-          if (!wait) return;
-          w.late->wait();
-        }
-        try {
-          w.text = w.late->text();
-        } catch (const std::exception& e) {
-          // Said once, and the records behind it still go out.
-          w.text.clear();
-          report_error(std::string("a record's statistics could not be read back: ") + e.what());
-        }
-      }
-      // Popped first: a failing write must not leave the record to repeat.
-      const Waiting done = std::move(w);
-      items.pop_front();
-      if (!done.text.empty()) write_out(done.output, done.text);
-    }
-  }
+
+ private:
+  std::shared_ptr<Queue> queue_ = std::make_shared<Queue>();
+  bool registered_ = false;
+  int made_at_fork_ = forks.load();
 };
-thread_local Queue queue;
+thread_local ThisThread this_thread;
 
 }  // namespace
 
 void emit(const std::string& output, const std::string& text) {
-  if (queue.items.empty()) {
-    write_out(output, text);
-    return;
+  Queue& q = this_thread.queue();
+  {
+    std::lock_guard<std::mutex> lock(q.mu);
+    if (!q.items.empty()) {
+      // Behind this thread's records that wait for the GPU.
+      q.items.push_back({output, text, nullptr});
+      return;
+    }
   }
-  queue.items.push_back({output, text, nullptr});
-  queue.flush(false);
+  write_out(output, text);
 }
 
 void emit_later(const std::string& output, std::unique_ptr<LateRecord> record) {
-  queue.items.push_back({output, "", std::move(record)});
+  Queue& q = this_thread.registered_queue();
+  {
+    std::lock_guard<std::mutex> lock(q.mu);
+    q.items.push_back({output, "", std::move(record)});
+  }
+  Writer::get().poke();
 }
 
-void flush_records(bool wait) { queue.flush(wait); }
+void flush_records(bool wait) {
+  bool blocked = false;
+  this_thread.queue().drain(wait, blocked);
+}
 
-bool records_waiting() { return !queue.items.empty(); }
+bool records_waiting() { return !this_thread.queue().empty(); }
 
 namespace {
 // One line on stderr, whatever the output is; the message escaped as text.

@@ -89,8 +89,6 @@ Action effective_action(Level compiled, Phase phase, Level runtime) {
 
 std::string launch_and_check(Level compiled, Phase phase, const std::string& kernel,
                              int32_t flags) {
-  // Every launch event writes out the records whose statistics have landed.
-  if (records_waiting()) flush_records(false);
   const Level runtime = runtime_level();
   const Level level = level_now(runtime, compiled);
   if (phase == Phase::BeforeLaunch) {

@@ -13,6 +13,8 @@ import os
 import re
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -408,6 +410,65 @@ def test_a_queued_record_does_not_keep_its_tensor_alive(records):
     assert [r["arg"] for r in recs] == ["dense", "strided"]
     assert [r["stats"]["finite"] for r in recs] == [1024 * 1024, 1024 * 512]
     assert all(0.9 < r["stats"]["std"] < 1.1 for r in recs)
+
+
+def test_queued_records_are_written_off_the_models_thread_while_the_run_goes_on(records):
+    """The thread that queues records never formats them: the writer thread
+    writes each once its statistics land, while the run still goes on (the
+    model's thread takes no launch event, no flush here); the run's end
+    then finds nothing left, and the records are in order."""
+    from aoti_debug_printer import _C
+
+    tensors = [torch.full((64, 64), float(i), device="cuda") for i in range(50)]
+    torch.cuda.synchronize()
+    _C.begin_run(with_end=True)
+    try:
+        for i, t in enumerate(tensors):
+            _C.record(_C.LEVEL_PRINT, _C.AFTER_LAUNCH, "k", f"t{i}", t)
+        torch.cuda.synchronize()
+        deadline = time.monotonic() + 10
+        while len(records()) < len(tensors) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        written_before_the_end = len(records())
+    finally:
+        _C.end_run()
+    assert written_before_the_end == len(tensors)
+    recs = records()
+    assert [r["arg"] for r in recs] == [f"t{i}" for i in range(len(tensors))]
+    assert [r["stats"]["mean"] for r in recs] == [float(i) for i in range(len(tensors))]
+
+
+def test_threads_queueing_records_at_once_each_keep_their_order(records):
+    """Four threads queue records of their own runs at once, on their own
+    streams, with one synchronous record (of a CPU tensor) among them: the one
+    writer writes every record once, whole, each thread's in its order."""
+    from aoti_debug_printer import _C
+
+    def work(name: str) -> None:
+        with torch.cuda.stream(torch.cuda.Stream()):
+            t = torch.randn(256, 256, device="cuda")
+            _C.begin_run(with_end=True)
+            try:
+                for i in range(300):
+                    _C.record(_C.LEVEL_PRINT, _C.AFTER_LAUNCH, name, f"t{i}", t)
+                    if i == 150:
+                        _C.record(_C.LEVEL_PRINT, _C.AFTER_LAUNCH, name, "n", torch.ones(3))
+            finally:
+                _C.end_run()
+
+    threads = [threading.Thread(target=work, args=(f"k{j}",)) for j in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    recs = records()
+    assert len(recs) == 4 * 301
+    for j in range(4):
+        mine = [r["arg"] for r in recs if r["kernel"] == f"k{j}"]
+        want = [f"t{i}" for i in range(300)]
+        want.insert(151, "n")
+        assert mine == want, j
+        assert len({r["run"] for r in recs if r["kernel"] == f"k{j}"}) == 1
 
 
 # -- pinpointing an illegal memory access ---------------------------------------------
