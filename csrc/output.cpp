@@ -114,6 +114,9 @@ struct Queue {
           // Said once, and the records behind it still go out.
           front->text.clear();
           report_error(std::string("a record's statistics could not be read back: ") + e.what());
+        } catch (...) {
+          front->text.clear();
+          report_error("a record's statistics could not be read back");
         }
         front->late.reset();
       }

@@ -245,8 +245,8 @@ TensorRecord describe(const Where& where, const at::Tensor& t, const Contents& c
   r.shape = t.sizes().vec();
   r.dtype = dtype_name(t.scalar_type());
   r.device = t.device().str();
-  // torch's spelling: torch.strided, torch.sparse_coo, ... (c10::str, an
-  // ostringstream, only for the rare layouts: it cost a tenth of a record)
+  // torch's spelling: torch.strided, torch.sparse_coo, ... (c10::str builds
+  // an ostringstream per call: only for the rare layouts)
   if (t.layout() == at::kStrided) {
     r.layout = "strided";
   } else {
@@ -413,8 +413,7 @@ std::string format_record(const TensorRecord& r, bool json) {
 }
 
 std::string format_text(const TensorRecord& r) {
-  // Appended to one string: an ostringstream (its locale) cost more than
-  // the rest of a record's text.
+  // Appended to one string: no ostringstream (and its locale) per record.
   std::string out = where_text(r.where) + "\n";
   if (!r.problem.empty()) return out + "    " + r.problem + "\n";
   out += "    shape=" + list(r.shape) + " stride=" + list(r.stride) + " dtype=" + r.dtype +
