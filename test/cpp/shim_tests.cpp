@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "aoti_debug_printer.h"
+#include "output.h"
 #include "save.h"
 #include "shim.h"
 
@@ -18,12 +19,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -477,6 +481,108 @@ TEST_CASE("records of concurrent threads never interleave", "[aoti_debug_printer
     last_launch[thread] = launch;
     CHECK(lines[i + 4] == "    values=[" + std::to_string(thread) + ", " + std::to_string(thread) +
                               ", " + std::to_string(thread) + ", " + std::to_string(thread) + "]");
+  }
+}
+
+namespace {
+
+// A record that waits for something other than a GPU: it lands when the
+// test says so, and tells which thread made its text.
+struct FakeLateRecord final : aoti_debug_printer::LateRecord {
+  std::string line;
+  std::shared_ptr<std::atomic<bool>> landed = std::make_shared<std::atomic<bool>>(false);
+  std::shared_ptr<std::atomic<bool>> on_this_thread;
+  std::thread::id queued_by = std::this_thread::get_id();
+  bool throws = false;
+  bool ready() const override { return landed->load(); }
+  void wait() override { landed->store(true); }
+  std::string text() override {
+    if (on_this_thread) on_this_thread->store(std::this_thread::get_id() == queued_by);
+    if (throws) throw std::runtime_error("the fake record failed");
+    return line + "\n";
+  }
+};
+
+// Polls `done` for up to ten seconds.
+template <typename F>
+bool eventually(F done) {
+  for (int i = 0; i < 1000 && !done(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return done();
+}
+
+}  // namespace
+
+TEST_CASE("records that wait are written by the writer thread, in order, as they land",
+          "[emit_later]") {
+  Scratch s;
+  const std::string out = s.out.string();
+  std::vector<std::shared_ptr<std::atomic<bool>>> landed;
+  auto written_by_writer = std::make_shared<std::atomic<bool>>(false);
+  for (int i = 0; i < 6; ++i) {
+    auto r = std::make_unique<FakeLateRecord>();
+    r->line = "late" + std::to_string(i);
+    landed.push_back(r->landed);
+    if (i == 0) r->on_this_thread = written_by_writer;
+    aoti_debug_printer::emit_later(out, std::move(r));
+    // A synchronous text waits behind the records queued before it.
+    if (i == 2) aoti_debug_printer::emit(out, "sync\n");
+  }
+  CHECK(aoti_debug_printer::records_waiting());
+  landed[1]->store(true);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK(s.output().empty());  // the first has not landed: nothing may pass it
+  landed[0]->store(true);
+  landed[3]->store(true);
+  REQUIRE(eventually([&] { return s.output() == "late0\nlate1\n"; }));
+  CHECK_FALSE(written_by_writer->load());  // written off this thread
+  landed[2]->store(true);
+  REQUIRE(eventually([&] { return s.output() == "late0\nlate1\nlate2\nsync\nlate3\n"; }));
+  // What has not landed, this thread waits for itself.
+  aoti_debug_printer::flush_records(true);
+  CHECK(s.output() == "late0\nlate1\nlate2\nsync\nlate3\nlate4\nlate5\n");
+  CHECK_FALSE(aoti_debug_printer::records_waiting());
+  aoti_debug_printer::emit(out, "after\n");  // nothing waits: written at once
+  CHECK(s.output() == "late0\nlate1\nlate2\nsync\nlate3\nlate4\nlate5\nafter\n");
+}
+
+TEST_CASE(
+    "threads that queue records at once each keep their order, and a failing record "
+    "does not stop the others",
+    "[emit_later]") {
+  Scratch s;
+  const std::string out = s.out.string();
+  constexpr int kThreads = 4, kRecords = 300;
+  std::vector<std::thread> pool;
+  for (int t = 0; t < kThreads; ++t) {
+    pool.emplace_back([&, t] {
+      for (int i = 0; i < kRecords; ++i) {
+        auto r = std::make_unique<FakeLateRecord>();
+        r->line = "t" + std::to_string(t) + " " + std::to_string(i);
+        r->landed->store(i % 7 != 0);  // some land only when waited for
+        r->throws = t == 0 && i == 5;
+        aoti_debug_printer::emit_later(out, std::move(r));
+        if (i % 50 == 0) aoti_debug_printer::emit(out, "t" + std::to_string(t) + " sync\n");
+      }
+      // The thread's exit writes what is left.
+    });
+  }
+  for (auto& th : pool) th.join();
+  std::istringstream in(s.output());
+  std::vector<std::vector<std::string>> seen(kThreads);
+  for (std::string line; std::getline(in, line);) {
+    const int t = line[1] - '0';
+    REQUIRE((t >= 0 && t < kThreads));
+    seen[t].push_back(line.substr(line.find(' ') + 1));
+  }
+  for (int t = 0; t < kThreads; ++t) {
+    std::vector<std::string> want;
+    for (int i = 0; i < kRecords; ++i) {
+      if (!(t == 0 && i == 5)) want.push_back(std::to_string(i));
+      if (i % 50 == 0) want.push_back("sync");
+    }
+    CHECK(seen[t] == want);
   }
 }
 
