@@ -145,11 +145,15 @@ std::atomic<int> forks{0};
 class Writer {
  public:
   static Writer& get() {
+    // A fork while the writer holds the sink's lock would leave it locked
+    // in the child for good: the fork waits for the write to end.
     static const bool counting_forks = [] {
-      pthread_atfork(nullptr, nullptr, [] {
-        forks.fetch_add(1);
-        current().store(nullptr);
-      });
+      pthread_atfork([] { sink().mu.lock(); }, [] { sink().mu.unlock(); },
+                     [] {
+                       sink().mu.unlock();
+                       forks.fetch_add(1);
+                       current().store(nullptr);
+                     });
       return true;
     }();
     (void)counting_forks;

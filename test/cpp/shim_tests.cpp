@@ -16,6 +16,7 @@
 #include <dlfcn.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -584,6 +585,37 @@ TEST_CASE(
     }
     CHECK(seen[t] == want);
   }
+}
+
+TEST_CASE("a forked child starts with a queue and a writer of its own", "[emit_later]") {
+  Scratch s;
+  const std::string out = s.out.string();
+  auto pending = std::make_unique<FakeLateRecord>();
+  pending->line = "parent";
+  auto landed = pending->landed;
+  aoti_debug_printer::emit_later(out, std::move(pending));  // the writer runs from here
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    // The parent's record is the parent's: nothing waits here, a text goes
+    // out at once, and a record queued here has a writer.
+    const bool fresh = !aoti_debug_printer::records_waiting();
+    aoti_debug_printer::emit(out, "child sync\n");
+    auto late = std::make_unique<FakeLateRecord>();
+    late->line = "child late";
+    late->landed->store(true);
+    aoti_debug_printer::emit_later(out, std::move(late));
+    const bool written = eventually([&] { return !aoti_debug_printer::records_waiting(); });
+    _exit(fresh && written ? 0 : 1);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(s.output() == "child sync\nchild late\n");
+  landed->store(true);
+  aoti_debug_printer::flush_records(true);
+  CHECK(s.output() == "child sync\nchild late\nparent\n");
 }
 
 TEST_CASE("the ABI table and the header's loader find this library",
