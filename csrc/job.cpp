@@ -163,7 +163,7 @@ void stopped(const Settings& settings, const std::string& message) {
   } catch (const std::exception& e) {
     report_error("end_job: the other ranks could not be told: " + std::string(e.what()));
   }
-  flush_records(true);
+  flush_records();
   end_process(line);
 }
 

@@ -82,30 +82,25 @@ struct Queue {
     return items.empty();
   }
   // Writes the front records that are ready (with `wait`, all of them,
-  // waiting for the GPU as needed). Returns whether it wrote any; sets
-  // `blocked` when it stopped at a record that has not landed.
-  bool drain(bool wait, bool& blocked) {
+  // waiting for the GPU as needed). Returns whether any is left unwritten.
+  bool drain(bool wait) {
     std::unique_lock<std::mutex> turn(writing, std::defer_lock);
     if (wait) {
       turn.lock();
     } else if (!turn.try_lock()) {
-      return false;  // the thread itself is writing
+      return true;  // the thread itself is writing them
     }
-    bool wrote = false;
     for (;;) {
       Waiting* front = nullptr;
       {
         std::lock_guard<std::mutex> lock(mu);
-        if (items.empty()) break;
+        if (items.empty()) return false;
         // A deque's elements stay put while the thread appends behind them.
         front = &items.front();
       }
       if (front->late) {
         if (!front->late->ready()) {
-          if (!wait) {
-            blocked = true;
-            break;
-          }
+          if (!wait) return true;
           front->late->wait();
         }
         try {
@@ -125,9 +120,7 @@ struct Queue {
         std::lock_guard<std::mutex> lock(mu);
         items.pop_front();
       }
-      wrote = true;
     }
-    return wrote;
   }
 };
 
@@ -215,17 +208,17 @@ class Writer {
         if (stopping_) break;
         queues = queues_;
       }
-      bool wrote = false, blocked = false;
+      bool waiting = false;
       for (const auto& q : queues) {
         try {
-          wrote |= q->drain(false, blocked);
+          waiting |= q->drain(false);
         } catch (...) {
           // What failed was reported where it failed; the other queues go on.
+          waiting = true;
         }
       }
-      if (wrote) continue;
       std::unique_lock<std::mutex> lock(mu_);
-      if (blocked) {
+      if (waiting) {  // a record that has not landed: look again shortly
         wake_.wait_for(lock, kPoll, [&] { return stopping_; });
         continue;
       }
@@ -276,8 +269,7 @@ class ThisThread {
   }
   ~ThisThread() {
     try {
-      bool blocked = false;
-      queue().drain(true, blocked);
+      queue().drain(true);
       if (registered_) Writer::get().remove(queue_.get());
       // The main thread ends the process: the writer must not outlive
       // what it uses.
@@ -318,10 +310,7 @@ void emit_later(const std::string& output, std::unique_ptr<LateRecord> record) {
   Writer::get().poke();
 }
 
-void flush_records(bool wait) {
-  bool blocked = false;
-  this_thread.queue().drain(wait, blocked);
-}
+void flush_records() { this_thread.queue().drain(true); }
 
 bool records_waiting() { return !this_thread.queue().empty(); }
 

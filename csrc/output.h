@@ -26,13 +26,12 @@ class LateRecord {
   virtual void wait() = 0;
   virtual std::string text() = 0;
 };
-// Queues `record` on this thread, to be written to `output` in
-// its turn. Texts are written as they become ready, at flush_records, and at
-// the latest when the thread exits.
+// Queues `record` on this thread, to be written to `output` in its turn:
+// by the writer thread as records become ready, and at the latest by
+// flush_records or when the thread exits.
 void emit_later(const std::string& output, std::unique_ptr<LateRecord> record);
-// Writes this thread's queued texts whose turn has come and that are ready;
-// with `wait`, every one, waiting as needed.
-void flush_records(bool wait);
+// Writes every text this thread has queued, waiting for the GPU as needed.
+void flush_records();
 // Whether this thread has records waiting.
 bool records_waiting();
 

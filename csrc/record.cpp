@@ -245,14 +245,9 @@ TensorRecord describe(const Where& where, const at::Tensor& t, const Contents& c
   r.shape = t.sizes().vec();
   r.dtype = dtype_name(t.scalar_type());
   r.device = t.device().str();
-  // torch's spelling: torch.strided, torch.sparse_coo, ... (c10::str builds
-  // an ostringstream per call: only for the rare layouts)
-  if (t.layout() == at::kStrided) {
-    r.layout = "strided";
-  } else {
-    r.layout = c10::str(t.layout());
-    for (char& ch : r.layout) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  }
+  // torch's spelling: torch.strided, torch.sparse_coo, ...
+  r.layout = c10::str(t.layout());
+  for (char& ch : r.layout) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   r.numel = t.numel();
   if (t.layout() == at::kStrided) {
     r.stride = t.strides().vec();

@@ -62,7 +62,7 @@ const char* or_empty(const char* s) { return s ? s : ""; }
 
 void begin_run(bool with_end) {
   // A run that was never ended leaves no record behind in the next.
-  if (records_waiting()) flush_records(true);
+  if (records_waiting()) flush_records();
   state.run_has_end = with_end;
   state.run = next_run.fetch_add(1);
   state.launch = -1;
@@ -76,7 +76,7 @@ void compiled_with(const std::string& inductor_config) { state.inductor_config =
 
 void end_run() {
   state.run_has_end = false;
-  flush_records(true);
+  flush_records();
 }
 
 namespace {
@@ -197,7 +197,7 @@ std::unique_ptr<LateRecord> printed_later(const Settings& settings, const Where&
   std::unique_ptr<LateRecord> late = record_later(where, t, settings.max_values, json);
   if (!late) {
     // The ring is full, or the stream changed: write out what waits, then ask again.
-    flush_records(true);
+    flush_records();
     late = record_later(where, t, settings.max_values, json);
   }
   return late;

@@ -541,7 +541,7 @@ TEST_CASE("records that wait are written by the writer thread, in order, as they
   landed[2]->store(true);
   REQUIRE(eventually([&] { return s.output() == "late0\nlate1\nlate2\nsync\nlate3\n"; }));
   // What has not landed, this thread waits for itself.
-  aoti_debug_printer::flush_records(true);
+  aoti_debug_printer::flush_records();
   CHECK(s.output() == "late0\nlate1\nlate2\nsync\nlate3\nlate4\nlate5\n");
   CHECK_FALSE(aoti_debug_printer::records_waiting());
   aoti_debug_printer::emit(out, "after\n");  // nothing waits: written at once
@@ -614,7 +614,7 @@ TEST_CASE("a forked child starts with a queue and a writer of its own", "[emit_l
   CHECK(WEXITSTATUS(status) == 0);
   CHECK(s.output() == "child sync\nchild late\n");
   landed->store(true);
-  aoti_debug_printer::flush_records(true);
+  aoti_debug_printer::flush_records();
   CHECK(s.output() == "child sync\nchild late\nparent\n");
 }
 
