@@ -313,14 +313,16 @@ __device__ void finish_block(Acc<key_t<T>>& acc, unsigned int part, const Reduct
 
 // Dense tensors (contiguous in any dimension order): statistics do not
 // depend on element order, so the storage span is read as one flat array.
+// Block `block` of `blocks` that share the tensor; its partial goes to
+// parts[block]. The one body of both kernels below, so that a tensor's
+// statistics are bit for bit the same in a batch as alone.
 template <typename T>
-__global__ void __launch_bounds__(kDenseThreads)
-    dense_partials(const T* __restrict__ x, int64_t n, Reduction<T> r) {
+__device__ __forceinline__ void dense_block(const T* __restrict__ x, int64_t n, unsigned int block,
+                                            unsigned int blocks, const Reduction<T>& r) {
   constexpr int64_t kVec = 16 / sizeof(T);
-  wait_for_previous_kernel();
   ThreadAcc<T> a(shift_of(x[0]));
-  const int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t G = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t g = static_cast<int64_t>(block) * blockDim.x + threadIdx.x;
+  const int64_t G = static_cast<int64_t>(blocks) * blockDim.x;
   // Elements before the first 16-byte boundary (all of them when no element
   // starts on one).
   const int64_t misalign = static_cast<int64_t>(reinterpret_cast<uintptr_t>(x) % 16);
@@ -355,7 +357,57 @@ __global__ void __launch_bounds__(kDenseThreads)
   for (; j < np; j += G) add_pack(p[j], j);
   for (int64_t i = head + np * kVec + g; i < n; i += G) add(i);
   Acc<key_t<T>> acc = a.to_acc();
-  finish_block(acc, blockIdx.x, r);
+  finish_block(acc, block, r);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kDenseThreads)
+    dense_partials(const T* __restrict__ x, int64_t n, Reduction<T> r) {
+  wait_for_previous_kernel();
+  dense_block(x, n, blockIdx.x, gridDim.x, r);
+}
+
+// A batch: the dense tensors of one dtype that a launch event's records
+// queued (snapshot_later(..., batched)), in one launch. Each keeps the
+// blocks its own launch would have had, so its partials are the same. A
+// tensor whose values are printed (a few, contiguous) has them copied here
+// too, which saves the separate copy its own launch needs.
+struct BatchItem {
+  const void* x;
+  int64_t n;
+  void* parts;
+  unsigned long long* tickets;
+  unsigned long long ticket;
+  void* values;  // nullptr: no values
+  unsigned int first_block;
+};
+// Kernel parameters are limited to 4 KiB: 32 items take 1.8.
+constexpr int kBatchItems = 32;
+struct Batch {
+  int count;
+  BatchItem items[kBatchItems];
+};
+
+template <typename T>
+__global__ void __launch_bounds__(kDenseThreads) batch_partials(const __grid_constant__ Batch b) {
+  wait_for_previous_kernel();
+  int i = 0;
+  while (i + 1 < b.count && blockIdx.x >= b.items[i + 1].first_block) ++i;
+  const BatchItem& item = b.items[i];
+  const unsigned int end = i + 1 < b.count ? b.items[i + 1].first_block : gridDim.x;
+  const unsigned int block = blockIdx.x - item.first_block, blocks = end - item.first_block;
+  const T* x = static_cast<const T*>(item.x);
+  if (item.values) {
+    T* values = static_cast<T*>(item.values);
+    for (int64_t k = static_cast<int64_t>(block) * blockDim.x + threadIdx.x; k < item.n;
+         k += static_cast<int64_t>(blocks) * blockDim.x)
+      values[k] = x[k];
+    // Seen by the host before this block's ticket, which thread 0 writes.
+    __threadfence_system();
+  }
+  const Reduction<T> r{static_cast<Acc<key_t<T>>*>(item.parts), x, false, item.tickets,
+                       item.ticket};
+  dense_block(x, item.n, block, blocks, r);
 }
 
 // Any other strides (views, zero strides), through ATen's offset calculator;
@@ -690,11 +742,25 @@ Snapshot read_back(const uint8_t* back, const Layout& layout, at::ScalarType dty
 // queues snapshots; the writer thread (output.cpp) takes them.
 struct Ring {
   static constexpr int64_t kBytes = int64_t{4} << 20;
-  std::mutex mu;  // guards used and outstanding
+  // A dense tensor's statistics waiting in the batch (snapshot_later with
+  // `batched`): its slot is taken, its kernel not launched yet.
+  struct Waiting {
+    const Landing* landing;  // erased from the batch if it goes first
+    BatchItem item;
+    at::ScalarType dtype;
+    int64_t blocks;
+  };
+  std::mutex mu;  // guards used, outstanding and batch
   uint8_t* data = nullptr;
   int64_t used = 0;
   int64_t outstanding = 0;
   cudaStream_t stream{};
+  int device = 0;  // the stream's
+  bool dependent_launch = false;
+  std::vector<Waiting> batch;
+  // The thread that queues into this ring: the only one that may launch
+  // its batch, in its stream order.
+  const std::thread::id owner = std::this_thread::get_id();
   // Unique per slot use: a ticket left in reused memory never matches.
   unsigned long long next_ticket = 1;
   ~Ring() {
@@ -705,6 +771,57 @@ struct Ring {
 std::shared_ptr<Ring>& this_thread_ring() {
   thread_local std::shared_ptr<Ring> ring = std::make_shared<Ring>();
   return ring;
+}
+
+// Launches the batch `waiting` (one dtype, at most kBatchItems) on `ring`'s stream.
+template <typename T>
+void launch_batch_of(const Ring& ring, const std::vector<const Ring::Waiting*>& waiting) {
+  Batch b{};
+  int64_t blocks = 0;
+  for (const Ring::Waiting* w : waiting) {
+    b.items[b.count] = w->item;
+    b.items[b.count].first_block = static_cast<unsigned int>(blocks);
+    ++b.count;
+    blocks += w->blocks;
+  }
+  launch_kernel(batch_partials<T>, blocks, kDenseThreads, ring.stream, ring.dependent_launch, b);
+}
+
+// Launches what `ring`'s batch holds, when called by its owner.
+void launch_batch_of(Ring& ring) {
+  if (std::this_thread::get_id() != ring.owner) return;
+  std::vector<Ring::Waiting> batch;
+  {
+    std::lock_guard<std::mutex> lock(ring.mu);
+    if (ring.batch.empty()) return;
+    batch.swap(ring.batch);
+  }
+  // Their slots stay taken while the ring lives (this thread queues no
+  // other snapshot meanwhile), even if a Landing has gone since the swap.
+  const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(ring.device));
+  std::vector<bool> launched(batch.size(), false);
+  for (size_t first = 0; first < batch.size(); ++first) {
+    if (launched[first]) continue;
+    // Every waiting tensor of this dtype, in order, kBatchItems at a time.
+    const at::ScalarType dtype = batch[first].dtype;
+    std::vector<const Ring::Waiting*> same;
+    for (size_t i = first; i < batch.size(); ++i) {
+      if (launched[i] || batch[i].dtype != dtype) continue;
+      launched[i] = true;
+      same.push_back(&batch[i]);
+      if (same.size() == kBatchItems) {
+        AT_DISPATCH_V2(dtype, "aoti_debug_printer_device_stats",
+                       AT_WRAP([&] { launch_batch_of<scalar_t>(ring, same); }),
+                       AOTI_DEBUG_PRINTER_DTYPES);
+        same.clear();
+      }
+    }
+    if (!same.empty()) {
+      AT_DISPATCH_V2(dtype, "aoti_debug_printer_device_stats",
+                     AT_WRAP([&] { launch_batch_of<scalar_t>(ring, same); }),
+                     AOTI_DEBUG_PRINTER_DTYPES);
+    }
+  }
 }
 
 }  // namespace
@@ -725,6 +842,11 @@ struct Landing {
   ~Landing() {
     if (!ring) return;
     std::lock_guard<std::mutex> lock(ring->mu);
+    // Never launched: nothing may write the slot once it is free again.
+    auto& batch = ring->batch;
+    batch.erase(std::remove_if(batch.begin(), batch.end(),
+                               [this](const Ring::Waiting& w) { return w.landing == this; }),
+                batch.end());
     if (--ring->outstanding == 0) ring->used = 0;
   }
 };
@@ -763,7 +885,7 @@ bool can_snapshot_later(const at::Tensor& t, bool with_values) {
   return computes_stats_on(t) && t.numel() > 0 && values_room(t, with_values) <= Ring::kBytes / 2;
 }
 
-std::shared_ptr<Landing> snapshot_later(const at::Tensor& t, bool with_values) {
+std::shared_ptr<Landing> snapshot_later(const at::Tensor& t, bool with_values, bool batched) {
   const c10::cuda::CUDAGuard guard(t.device());
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(t.device().index()).stream();
   std::shared_ptr<Ring>& ring = this_thread_ring();
@@ -793,6 +915,8 @@ std::shared_ptr<Landing> snapshot_later(const at::Tensor& t, bool with_values) {
   l->ring = ring;
   ++ring->outstanding;
   ring->stream = stream;
+  ring->device = t.device().index();
+  ring->dependent_launch = plan->dependent_launch;
   uint8_t* slot = ring->data + ring->used;
   ring->used += bytes;
   l->slot = slot;
@@ -802,9 +926,24 @@ std::shared_ptr<Landing> snapshot_later(const at::Tensor& t, bool with_values) {
   l->dtype = t.scalar_type();
   l->sizes = t.sizes().vec();
   l->with_values = with_values;
+  // A dense tensor waits for the batch; its values, if printed, come with
+  // its statistics where they are in order (contiguous).
+  if (batched && plan->dense && (!with_values || t.is_contiguous())) {
+    BatchItem item{};
+    item.x = t.const_data_ptr();
+    item.n = t.numel();
+    item.parts = slot + partials_at(plan->layout);
+    item.tickets = reinterpret_cast<unsigned long long*>(slot);
+    item.ticket = l->ticket;
+    item.values = with_values ? slot + values_at(plan->layout) : nullptr;
+    ring->batch.push_back({l.get(), item, t.scalar_type(), plan->layout.parts});
+    return l;
+  }
   queue_snapshot(t, *plan, stream, with_values, false, slot, true, l->ticket);
   return l;
 }
+
+void launch_batch() { launch_batch_of(*this_thread_ring()); }
 
 bool landed(const Landing& l) {
   if (!l.unsupported.empty()) return true;
@@ -814,6 +953,8 @@ bool landed(const Landing& l) {
 }
 
 std::string wait_for(const Landing& l) {
+  // Its kernel may still wait in the batch of the thread that waits now.
+  if (l.ring) launch_batch_of(*l.ring);
   // This record's tickets, not the whole stream: records are then written as
   // they land, each while the GPU still runs those queued after it (a stream
   // sync would write them all only after the last kernel).

@@ -38,7 +38,15 @@ bool can_snapshot_later(const at::Tensor& t, bool with_values);
 // For a `t` that can_snapshot_later. nullptr while the ring has no room, or
 // `t`'s stream is not the one its outstanding snapshots were queued on: take
 // those first (every Landing released), then ask again.
-std::shared_ptr<Landing> snapshot_later(const at::Tensor& t, bool with_values);
+// With `batched`, a dense tensor's kernel is not launched yet: it waits in
+// this thread's batch for launch_batch, which launches the whole batch at
+// once. The caller must call launch_batch before any other GPU work may
+// change `t`; waiting for a Landing (wait_for) launches it too.
+std::shared_ptr<Landing> snapshot_later(const at::Tensor& t, bool with_values,
+                                        bool batched = false);
+// Launches this thread's batch: one launch per dtype in it, each computing
+// every tensor's statistics exactly as its own launch would have.
+void launch_batch();
 // Whether the results are in host memory (no waiting).
 bool landed(const Landing& l);
 // Waits for this snapshot's results (not the whole stream). "" or CUDA's

@@ -139,6 +139,7 @@ PYBIND11_MODULE(_C, m) {
   m.attr("ABI_VERSION") = AOTI_DEBUG_PRINTER_ABI_VERSION;
   m.attr("RECORD_SCHEMA") = AOTI_DEBUG_PRINTER_RECORD_SCHEMA;
   m.attr("WRITES_UNSEEN") = static_cast<int>(AOTI_DEBUG_PRINTER_WRITES_UNSEEN);
+  m.attr("RECORDS_END") = static_cast<int>(AOTI_DEBUG_PRINTER_RECORDS_END);
   m.attr("LEVEL_SAVE") = static_cast<int>(AOTI_DEBUG_PRINTER_LEVEL_SAVE);
   m.attr("LEVEL_PRINT") = static_cast<int>(AOTI_DEBUG_PRINTER_LEVEL_PRINT);
   m.attr("LEVEL_KERNEL_NAMES") = static_cast<int>(AOTI_DEBUG_PRINTER_LEVEL_KERNEL_NAMES);
@@ -170,6 +171,14 @@ PYBIND11_MODULE(_C, m) {
         end_run();
       },
       "End this thread's run: every record it took is written.");
+  m.def(
+      "records_end",
+      [] {
+        py::gil_scoped_release no_gil;
+        records_end();
+      },
+      "End the records of the last launch event that said RECORDS_END: the statistics they "
+      "queued go to the GPU now.");
   m.def("launch", &launch_event, py::arg("level"), py::arg("phase"), py::arg("kernel"),
         py::arg("flags"),
         "Mark a kernel launch of a model compiled at `level`; raises RuntimeError when a CUDA "

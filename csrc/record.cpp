@@ -286,8 +286,9 @@ bool can_record_later(const at::Tensor& t, int64_t max_values) {
 }
 
 std::unique_ptr<LateRecord> record_later(const Where& where, const at::Tensor& t,
-                                         int64_t max_values, bool json) {
-  std::shared_ptr<device::Landing> landing = device::snapshot_later(t, takes_values(t, max_values));
+                                         int64_t max_values, bool json, bool batched) {
+  std::shared_ptr<device::Landing> landing =
+      device::snapshot_later(t, takes_values(t, max_values), batched);
   if (!landing) return nullptr;
   return std::make_unique<DeviceRecord>(describe(where, t, Contents{}), std::move(landing), json);
 }

@@ -94,10 +94,11 @@ TensorRecord describe(const Where& where, const at::Tensor& t, const Contents& c
 // The whole printed record of a CUDA tensor, its contents read on the GPU
 // without waiting (device::snapshot_later). Empty while the thread's ring has
 // no room; the caller then writes out the records ahead (which frees it) and
-// asks again. Only for tensors can_record_later takes.
+// asks again. Only for tensors can_record_later takes. `batched`: as
+// device::snapshot_later's.
 bool can_record_later(const at::Tensor& t, int64_t max_values);
 std::unique_ptr<LateRecord> record_later(const Where& where, const at::Tensor& t,
-                                         int64_t max_values, bool json);
+                                         int64_t max_values, bool json, bool batched = false);
 // Where `arg` was taken before the launch of `at_kernel`'s kernel (a copy
 // the trap, the guard or a replay saved), knowing nothing of what it holds.
 Where before_launch_of(const Where& at_kernel, const std::string& arg);

@@ -37,6 +37,9 @@ struct ThreadState {
   std::vector<WatchedArg> watched;
   // The run will be ended (end_run): records may wait for the GPU until then.
   bool run_has_end = false;
+  // records_end follows the last launch event's records: their statistics
+  // may wait for it in the device's batch (AOTI_DEBUG_PRINTER_RECORDS_END).
+  bool records_end_follows = false;
   // The digest of the Inductor config the run's program was compiled with.
   std::string inductor_config;
 };
@@ -76,7 +79,13 @@ void compiled_with(const std::string& inductor_config) { state.inductor_config =
 
 void end_run() {
   state.run_has_end = false;
+  state.records_end_follows = false;
   flush_records();
+}
+
+void records_end() {
+  state.records_end_follows = false;
+  device::launch_batch();
 }
 
 namespace {
@@ -89,6 +98,10 @@ Action effective_action(Level compiled, Phase phase, Level runtime) {
 
 std::string launch_and_check(Level compiled, Phase phase, const std::string& kernel,
                              int32_t flags) {
+  // Whatever waits in the batch goes before this kernel may change it (an
+  // event whose records had no records_end: a package that lost its line).
+  device::launch_batch();
+  state.records_end_follows = (flags & AOTI_DEBUG_PRINTER_RECORDS_END) != 0;
   const Level runtime = runtime_level();
   const Level level = level_now(runtime, compiled);
   if (phase == Phase::BeforeLaunch) {
@@ -194,11 +207,12 @@ std::unique_ptr<LateRecord> printed_later(const Settings& settings, const Where&
                                           const at::Tensor& t) {
   if (!can_record_later(t, settings.max_values)) return nullptr;
   const bool json = settings.format == Format::Jsonl;
-  std::unique_ptr<LateRecord> late = record_later(where, t, settings.max_values, json);
+  const bool batched = state.records_end_follows;
+  std::unique_ptr<LateRecord> late = record_later(where, t, settings.max_values, json, batched);
   if (!late) {
     // The ring is full, or the stream changed: write out what waits, then ask again.
     flush_records();
-    late = record_later(where, t, settings.max_values, json);
+    late = record_later(where, t, settings.max_values, json, batched);
   }
   return late;
 }
@@ -378,6 +392,10 @@ int32_t aoti_debug_printer_launch_at_level(int32_t level, int32_t phase, const c
   return failed;
 }
 
+void aoti_debug_printer_records_end(void) {
+  guarded(__func__, [] { records_end(); });
+}
+
 int32_t aoti_debug_printer_launch(int32_t phase, const char* kernel, int32_t flags) {
   // ABI 5 and older: a level-3 compile's launch events carry flag 2; those of
   // levels 1 and 2 behave alike.
@@ -479,6 +497,7 @@ const aoti_debug_printer_api* aoti_debug_printer_get_api(uint32_t abi_version) {
       &aoti_debug_printer_tensor_computed,
       &aoti_debug_printer_compiled_with,
       &aoti_debug_printer_launch_at_level,
+      &aoti_debug_printer_records_end,
   };
   // One table serves every version we support: it only grew at the end.
   const bool supported = abi_version >= AOTI_DEBUG_PRINTER_OLDEST_ABI_VERSION &&

@@ -15,6 +15,9 @@ namespace aoti_debug_printer {
 // `with_end`: end_run will end the run (see aoti_debug_printer_begin_run_with_end).
 void begin_run(bool with_end = false);
 void end_run();
+// The end of the last launch event's records (AOTI_DEBUG_PRINTER_RECORDS_END):
+// the statistics they left in the device's batch are launched.
+void records_end();
 // The digest of the Inductor config this thread's run's program was compiled
 // with: its environment record says it.
 void compiled_with(const std::string& inductor_config);

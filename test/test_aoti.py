@@ -11,6 +11,7 @@ from conftest import compile_package, custom_op_output_record, wrapper_source
 from testmodels import small
 
 import aoti_debug_printer
+from aoti_debug_printer import _C
 
 pytestmark = pytest.mark.slow
 
@@ -81,11 +82,36 @@ def test_generated_calls_per_level(package, level):
         # Arguments are only noted (WATCH), before launch.
         assert values and set(values) == {("3", "0")}
     else:
-        assert launches(source, 1, flags=0) == kernels
+        # Records end with records_end: their statistics may wait for it.
+        assert launches(source, 1, flags=_C.RECORDS_END) == kernels
         assert {a for a, _ in values} == {str(level)}
         # Every kernel records before and after, and the inputs once.
         assert sum(p == "0" for _, p in values) == sum(p == "1" for _, p in values) >= len(kernels)
         assert sum(p == "2" for _, p in values) == 1
+        assert_records_end_after_records(source)
+
+
+def assert_records_end_after_records(source: str) -> None:
+    """Every launch event that says RECORDS_END is followed by its records,
+    then records_end, before any other line that is not a comment; events
+    without the flag by no records_end."""
+    lines = [ln.strip() for ln in source.splitlines()]
+    lines = [ln for ln in lines if ln and not ln.startswith("//")]
+    event = re.compile(r"aoti_debug_printer::launch\(AOTI_DEBUG_PRINTER_API, \d, \d, .*, (\d+)\);")
+    ends = 0
+    for i, line in enumerate(lines):
+        m = event.fullmatch(line)
+        if not m:
+            continue
+        j = i + 1
+        while lines[j].startswith("aoti_debug_printer::value("):
+            j += 1
+        flagged = int(m.group(1)) & _C.RECORDS_END
+        assert (lines[j] == "aoti_debug_printer::records_end(AOTI_DEBUG_PRINTER_API);") == bool(
+            flagged
+        ), lines[i : j + 1]
+        ends += bool(flagged)
+    assert ends == source.count("aoti_debug_printer::records_end(") > 0
 
 
 @pytest.mark.parametrize("level", [1, 2, 3])
@@ -106,7 +132,8 @@ def test_filter_applies_at_every_level(package, level):
     else:
         # Unselected kernels still advance the launch index, silently.
         assert launches(source, 0) == kernels
-        assert launches(source, 0, flags=0) == selected
+        assert launches(source, 0, flags=_C.RECORDS_END) == selected
+        assert_records_end_after_records(source)
     assert recorded - {""} == set(selected)
 
 

@@ -471,6 +471,103 @@ def test_threads_queueing_records_at_once_each_keep_their_order(records):
         assert len({r["run"] for r in recs if r["kernel"] == f"k{j}"}) == 1
 
 
+def batch_of_tensors() -> dict[str, torch.Tensor]:
+    """One launch event's arguments of every kind the batch meets: dtypes
+    mixed and repeated, more of one dtype than one launch takes, tensors
+    whose values are printed, views that do not start on 16 bytes, and
+    those that take their own launch (strided; dense but permuted, with
+    values)."""
+    g = torch.Generator(device="cuda").manual_seed(1)
+    out: dict[str, torch.Tensor] = {}
+    for i in range(40):  # 40 float32: two launches of that dtype
+        out[f"f{i}"] = torch.randn(3 + 97 * i, device="cuda", generator=g) * (i + 1)
+    out["f_nan"] = torch.tensor([1.0, float("nan"), float("inf"), -2.0], device="cuda")
+    out["bf16"] = torch.randn(4096, 33, device="cuda", generator=g).bfloat16()
+    out["half_offset"] = torch.randn(1001, device="cuda", generator=g).half()[3:]
+    out["i64"] = torch.randint(-9, 9, (5000,), device="cuda", generator=g)
+    out["bool"] = torch.rand(777, device="cuda", generator=g) > 0.5
+    out["small_values"] = torch.arange(12.0, device="cuda").reshape(3, 4)
+    out["permuted_values"] = torch.arange(12.0, device="cuda").reshape(3, 4).t()
+    out["strided"] = torch.randn(64, 64, device="cuda", generator=g)[:, ::3]
+    out["large"] = torch.randn(1 << 22, device="cuda", generator=g)
+    return out
+
+
+def record_all(tensors: dict[str, torch.Tensor], flags: int, end: bool = True) -> None:
+    _C.launch(_C.LEVEL_PRINT, _C.AFTER_LAUNCH, "k", flags)
+    for name, t in tensors.items():
+        _C.record(_C.LEVEL_PRINT, _C.AFTER_LAUNCH, "k", name, t)
+    if end:
+        _C.records_end()
+
+
+def test_a_launch_events_records_go_to_the_gpu_together_and_equal_their_own_launches(records):
+    """Records after an event that says RECORDS_END wait for records_end,
+    which launches the dense ones once per dtype (32 at most a launch): the
+    records are bit for bit those of each tensor's own launch (records
+    that wait for nothing and those that wait, sync=on), in order."""
+    from torch.profiler import ProfilerActivity, profile
+
+    tensors = batch_of_tensors()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        _C.begin_run(with_end=True)
+        try:
+            record_all(tensors, _C.RECORDS_END)
+        finally:
+            _C.end_run()
+    batched = records()
+    _C.begin_run(with_end=True)
+    try:
+        record_all(tensors, 0)
+    finally:
+        _C.end_run()
+    alone = records()[len(batched) :]
+    with aoti_debug_printer.options(sync="on"):
+        record_all(tensors, 0)
+    waited = records()[len(batched) + len(alone) :]
+    assert [r["arg"] for r in batched] == list(tensors)
+    assert_same_records(batched, alone)
+    assert_same_records(batched, waited)
+    by_arg = {r["arg"]: r for r in batched}
+    assert by_arg["small_values"]["values"] == [str(float(v)).removesuffix(".0") for v in range(12)]
+    assert by_arg["f_nan"]["stats"]["nan"] == 1 and by_arg["f_nan"]["stats"]["pos_inf"] == 1
+    kernels = [e.name for e in prof.events() if e.device_type.name == "CUDA"]
+    batches = [re.search(r"batch_partials<([^>]*)>", k) for k in kernels]
+    # The permuted tensor's values need device scratch this thread has not
+    # had: the records ahead of it are written first, their batch launched
+    # (float32 42 tensors: two launches; bfloat16, half, int64, bool); the
+    # last float32 tensor opens the next batch.
+    assert sorted(b[1] for b in batches if b) == sorted(
+        ["float", "float", "c10::BFloat16", "c10::Half", "long", "bool", "float"]
+    ), kernels
+    # Their own launches: the strided view and the permuted one with values.
+    assert sum("strided_partials" in k for k in kernels) == 1, kernels
+    assert sum("dense_partials" in k for k in kernels) == 1, kernels
+
+
+def test_records_left_in_the_batch_are_launched_when_the_thread_waits_for_them(records):
+    """A run that ends (or writes out its records) before records_end, and
+    a launch event that comes first: the batch goes to the GPU then, and
+    every record has its statistics."""
+    tensors = {f"t{i}": torch.full((100,), float(i), device="cuda") for i in range(5)}
+    _C.begin_run(with_end=True)
+    try:
+        record_all(tensors, _C.RECORDS_END, end=False)
+    finally:
+        _C.end_run()
+    _C.begin_run(with_end=True)
+    try:
+        record_all(tensors, _C.RECORDS_END, end=False)
+        _C.launch(_C.LEVEL_PRINT, _C.BEFORE_LAUNCH, "next", 0)
+        for t in tensors.values():
+            t.zero_()  # after the next launch event: the records must not see it
+    finally:
+        _C.end_run()
+    recs = [r for r in records() if r["event"] == "tensor"]
+    assert [r["stats"]["mean"] for r in recs] == [float(i) for i in range(5)] * 2
+
+
 # -- pinpointing an illegal memory access ---------------------------------------------
 
 FAR = 1 << 38  # elements past the end: a terabyte away, unmapped

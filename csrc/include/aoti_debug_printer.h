@@ -21,10 +21,11 @@
 // that end (begin_run_with_end, end_run); 5 tensor_computed (the formula of
 // a value no single node holds) and compiled_with (the Inductor config of
 // the run's program); 6 launch_at_level (the compiled level, as itself, on
-// launch events too). Tables only grow at the end, and
+// launch events too); 7 records_end (a launch event's records may wait for
+// it to reach the GPU, together). Tables only grow at the end, and
 // `size` says how much of one a caller may use, so packages compiled
 // against an older header keep loading.
-#define AOTI_DEBUG_PRINTER_ABI_VERSION 6
+#define AOTI_DEBUG_PRINTER_ABI_VERSION 7
 #define AOTI_DEBUG_PRINTER_OLDEST_ABI_VERSION 2
 // The version of the records' JSON: every record carries it as "schema" (the
 // fields are in docs/output.md). Readers refuse a newer one. 2: upstream's
@@ -62,6 +63,10 @@ enum {
   // as an expression, or writes the code generator does not know): the
   // write guard vouches for no buffer across it.
   AOTI_DEBUG_PRINTER_WRITES_UNSEEN = 8,
+  // aoti_debug_printer_records_end follows this event's records, before
+  // any other GPU work: their statistics may wait for it and go to the GPU
+  // in one launch. Without it, each record's go at once.
+  AOTI_DEBUG_PRINTER_RECORDS_END = 16,
 };
 
 // Where a record sits relative to its kernel launch.
@@ -113,6 +118,10 @@ int32_t aoti_debug_printer_launch_at_level(int32_t level, int32_t phase, const c
 // The same for packages compiled against ABI 5 or older: level 3 as flag 2,
 // else level 2.
 int32_t aoti_debug_printer_launch(int32_t phase, const char* kernel, int32_t flags);
+// The records of the last launch event (AOTI_DEBUG_PRINTER_RECORDS_END) end
+// here: the statistics they queued are launched now, before the kernel (or
+// whatever follows) may change those tensors.
+void aoti_debug_printer_records_end(void);
 // One tensor argument of a model compiled at `level`: print a record or
 // save a snapshot, as the run-time level says. Returns nonzero
 // (AOTI_DEBUG_PRINTER_STOPPED_BY_*) when the NaN/Inf trap or the write guard
@@ -176,6 +185,8 @@ typedef struct aoti_debug_printer_api {
   void (*compiled_with)(const char*);
   // ABI 6.
   int32_t (*launch_at_level)(int32_t, int32_t, const char*, int32_t);
+  // ABI 7.
+  void (*records_end)(void);
 } aoti_debug_printer_api;
 
 // Returns the table, or NULL when the caller wants an ABI we do not have
@@ -290,6 +301,13 @@ inline void launch(const aoti_debug_printer_api* api, int32_t level, int32_t pha
     throw std::runtime_error(std::string("aoti-debug-printer: CUDA error at kernel ") + kernel +
                              "; its record is above");
   }
+}
+
+// The end of a launch event's records (AOTI_DEBUG_PRINTER_RECORDS_END). A
+// library older than this header never lets them wait: nothing to do.
+inline void records_end(const aoti_debug_printer_api* api) {
+  if (api && api->size >= offsetof(aoti_debug_printer_api, records_end) + sizeof(api->records_end))
+    api->records_end();
 }
 
 // One call site for every argument the codegen emits: the C++ type of the

@@ -5,7 +5,7 @@ from typing import Any, Literal
 
 import torch
 
-ABI_VERSION: Literal[6]
+ABI_VERSION: Literal[7]
 RECORD_SCHEMA: Literal[3]
 # The level a model was compiled at: what generated code passes to every
 # record and launch event (AOTI_DEBUG_PRINTER_LEVEL_*).
@@ -16,6 +16,7 @@ LEVEL_KERNEL_NAMES: Literal[3]
 ANNOUNCE: Literal[1]
 UNSELECTED: Literal[4]
 WRITES_UNSEEN: Literal[8]
+RECORDS_END: Literal[16]
 # Phases.
 BEFORE_LAUNCH: Literal[0]
 AFTER_LAUNCH: Literal[1]
@@ -29,6 +30,7 @@ ROLE_ACCUMULATE: Literal[4]
 
 def begin_run(with_end: bool = False, inductor_config: str = "") -> None: ...
 def end_run() -> None: ...
+def records_end() -> None: ...
 def launch(level: int, phase: int, kernel: str, flags: int) -> None: ...
 def record(
     level: int,

@@ -38,6 +38,7 @@ LEVEL_KERNEL_NAMES = _abi.LEVEL_KERNEL_NAMES
 BEFORE_LAUNCH, AFTER_LAUNCH, MODEL_INPUT = _abi.BEFORE_LAUNCH, _abi.AFTER_LAUNCH, _abi.MODEL_INPUT
 ANNOUNCE = _abi.ANNOUNCE
 UNSELECTED, WRITES_UNSEEN = _abi.UNSELECTED, _abi.WRITES_UNSEEN
+RECORDS_END = _abi.RECORDS_END
 
 
 class IntermediateValueDebuggingLevel(Enum):
@@ -316,10 +317,19 @@ class DebugPrinterManager:
             return
         selected = self.kernel_filter(kernel_name)
         phase = BEFORE_LAUNCH if before_launch else AFTER_LAUNCH
+        # Records whose statistics may be computed together, in one launch
+        # at the records' end (where the run-time level prints them).
+        batched = (
+            selected
+            and level in (LEVEL_SAVE, LEVEL_PRINT)
+            and bool(args_to_print_or_save)
+            and self._emitter.batches_records
+        )
         flags = (
             (ANNOUNCE if selected and level == LEVEL_KERNEL_NAMES else 0)
             | (0 if selected else UNSELECTED)
             | (WRITES_UNSEEN if before_launch and self._writes_unseen else 0)
+            | (RECORDS_END if batched else 0)
         )
         # Every kernel gets both events, selected or not: launch indices do
         # not depend on the filter, and the after event is where the shim
@@ -339,6 +349,8 @@ class DebugPrinterManager:
             )
         elif before_launch:
             self._codegen_records(LEVEL_KERNEL_NAMES, args_to_print_or_save, kernel_name, True)
+        if batched:
+            self._writeline(self._emitter.records_end())
 
     def codegen_model_inputs_value_print(self, input_args_to_print: list[str]) -> None:
         """Called by the C++ wrapper once, where the inputs are unpacked: the
@@ -482,6 +494,9 @@ class _Emitter:
     # The package keeps the wrapper's source, and with it the call comments
     # `aoti-debug repro` reads.
     keeps_call_comments: bool
+    # A launch event's records may wait for records_end, to have their
+    # statistics computed in one launch (runs that end: the C++ wrapper's).
+    batches_records: bool
 
     def preamble(self) -> str:
         raise NotImplementedError
@@ -498,6 +513,10 @@ class _Emitter:
         """One record's line; `held`: what the argument holds (see inductor/provenance)."""
         raise NotImplementedError
 
+    def records_end(self) -> str:
+        """The line that ends a launch event's records; only where batches_records."""
+        raise NotImplementedError
+
 
 class _CppEmitter(_Emitter):
     """AOTInductor's and cpp_wrapper's C++: calls through the table that the
@@ -505,6 +524,7 @@ class _CppEmitter(_Emitter):
 
     has_input_hook = True
     keeps_call_comments = True
+    batches_records = True
 
     def preamble(self) -> str:
         return _cpp_preamble()
@@ -524,6 +544,9 @@ class _CppEmitter(_Emitter):
             f"{_c_string(kernel)}, {flags});"
         )
 
+    def records_end(self) -> str:
+        return "aoti_debug_printer::records_end(AOTI_DEBUG_PRINTER_API);"
+
     def record(self, level, phase, kernel, arg, held=None) -> str:
         extra = (
             f", {_c_string(held.node)}, {_c_string(held.why)}, {held.role}"
@@ -542,6 +565,8 @@ class _PythonEmitter(_Emitter):
 
     has_input_hook = False
     keeps_call_comments = False
+    # Its runs never end (begin_run without end): every record is taken at once.
+    batches_records = False
 
     def preamble(self) -> str:
         return f"import aoti_debug_printer._C as {_PY_MODULE}"
