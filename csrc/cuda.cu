@@ -746,6 +746,11 @@ struct Ring {
   // `batched`): its slot is taken, its kernel not launched yet.
   struct Waiting {
     const Landing* landing;  // erased from the batch if it goes first
+    // Kept until launched: the wrapper may release it before records_end
+    // (AOTI_DEBUG_PRINTER_RECORDS_CONTINUE), and its memory must not go
+    // back to the allocator, or the driver, before the kernel reading it
+    // is queued.
+    at::Tensor tensor;
     BatchItem item;
     at::ScalarType dtype;
     int64_t blocks;
@@ -936,7 +941,7 @@ std::shared_ptr<Landing> snapshot_later(const at::Tensor& t, bool with_values, b
     item.tickets = reinterpret_cast<unsigned long long*>(slot);
     item.ticket = l->ticket;
     item.values = with_values ? slot + values_at(plan->layout) : nullptr;
-    ring->batch.push_back({l.get(), item, t.scalar_type(), plan->layout.parts});
+    ring->batch.push_back({l.get(), t, item, t.scalar_type(), plan->layout.parts});
     return l;
   }
   queue_snapshot(t, *plan, stream, with_values, false, slot, true, l->ticket);

@@ -41,7 +41,8 @@ bool can_snapshot_later(const at::Tensor& t, bool with_values);
 // With `batched`, a dense tensor's kernel is not launched yet: it waits in
 // this thread's batch for launch_batch, which launches the whole batch at
 // once. The caller must call launch_batch before any other GPU work may
-// change `t`; waiting for a Landing (wait_for) launches it too.
+// change `t`; waiting for a Landing (wait_for) launches it too. Until then
+// the batch keeps a reference to `t`, which may be released meanwhile.
 std::shared_ptr<Landing> snapshot_later(const at::Tensor& t, bool with_values,
                                         bool batched = false);
 // Launches this thread's batch: one launch per dtype in it, each computing

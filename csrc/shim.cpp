@@ -98,9 +98,9 @@ Action effective_action(Level compiled, Phase phase, Level runtime) {
 
 std::string launch_and_check(Level compiled, Phase phase, const std::string& kernel,
                              int32_t flags) {
-  // Whatever waits in the batch goes before this kernel may change it (an
-  // event whose records had no records_end: a package that lost its line).
-  device::launch_batch();
+  // Whatever waits in the batch goes before this kernel may change it,
+  // unless the last event's records continue into this one's.
+  if (!(flags & AOTI_DEBUG_PRINTER_RECORDS_CONTINUE)) device::launch_batch();
   state.records_end_follows = (flags & AOTI_DEBUG_PRINTER_RECORDS_END) != 0;
   const Level runtime = runtime_level();
   const Level level = level_now(runtime, compiled);

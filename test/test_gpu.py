@@ -337,6 +337,9 @@ def test_aoti_level2_records_that_wait_for_nothing_equal_the_synchronous_ones(gp
     24-block model: no buffer of it is read before something wrote it, so
     its records are the same in every run.)"""
     path = gpu_package("deep", 2)
+    # Most of its kernels follow one another with only buffers made between:
+    # their records go to the GPU together (RECORDS_CONTINUE).
+    assert wrapper_source(path).count("records continue below") > 50
     run_package(path, "deep")
     queued = records()
     with aoti_debug_printer.options(sync="on"):
@@ -566,6 +569,29 @@ def test_records_left_in_the_batch_are_launched_when_the_thread_waits_for_them(r
         _C.end_run()
     recs = [r for r in records() if r["event"] == "tensor"]
     assert [r["stats"]["mean"] for r in recs] == [float(i) for i in range(5)] * 2
+
+
+def test_records_that_continue_into_the_next_event_keep_their_tensors(records):
+    """Records that continue into the next launch event (RECORDS_CONTINUE:
+    the generated code releases and makes buffers between, and leaves out
+    records_end) keep their tensors until the batch is launched: a buffer
+    released between is not handed out again before then."""
+    _C.begin_run(with_end=True)
+    try:
+        _C.launch(_C.LEVEL_PRINT, _C.AFTER_LAUNCH, "a", _C.RECORDS_END)
+        t = torch.full((1 << 20,), 3.0, device="cuda")
+        released = t.data_ptr()
+        _C.record(_C.LEVEL_PRINT, _C.AFTER_LAUNCH, "a", "t", t)
+        del t
+        u = torch.empty(1 << 20, device="cuda")
+        assert u.data_ptr() != released
+        u.fill_(7.0)
+        _C.launch(_C.LEVEL_PRINT, _C.BEFORE_LAUNCH, "b", _C.RECORDS_END | _C.RECORDS_CONTINUE)
+        _C.record(_C.LEVEL_PRINT, _C.BEFORE_LAUNCH, "b", "u", u)
+        _C.records_end()
+    finally:
+        _C.end_run()
+    assert [(r["arg"], r["stats"]["mean"]) for r in records()] == [("t", 3.0), ("u", 7.0)]
 
 
 # -- pinpointing an illegal memory access ---------------------------------------------

@@ -67,6 +67,10 @@ enum {
   // any other GPU work: their statistics may wait for it and go to the GPU
   // in one launch. Without it, each record's go at once.
   AOTI_DEBUG_PRINTER_RECORDS_END = 16,
+  // The last launch event's records continue into this one's: between them
+  // the code does no GPU work, and its records_end was left out. What they
+  // queued waits for this event's records_end.
+  AOTI_DEBUG_PRINTER_RECORDS_CONTINUE = 32,
 };
 
 // Where a record sits relative to its kernel launch.

@@ -17,6 +17,7 @@ ANNOUNCE: Literal[1]
 UNSELECTED: Literal[4]
 WRITES_UNSEEN: Literal[8]
 RECORDS_END: Literal[16]
+RECORDS_CONTINUE: Literal[32]
 # Phases.
 BEFORE_LAUNCH: Literal[0]
 AFTER_LAUNCH: Literal[1]

@@ -38,7 +38,22 @@ LEVEL_KERNEL_NAMES = _abi.LEVEL_KERNEL_NAMES
 BEFORE_LAUNCH, AFTER_LAUNCH, MODEL_INPUT = _abi.BEFORE_LAUNCH, _abi.AFTER_LAUNCH, _abi.MODEL_INPUT
 ANNOUNCE = _abi.ANNOUNCE
 UNSELECTED, WRITES_UNSEEN = _abi.UNSELECTED, _abi.WRITES_UNSEEN
-RECORDS_END = _abi.RECORDS_END
+RECORDS_END, RECORDS_CONTINUE = _abi.RECORDS_END, _abi.RECORDS_CONTINUE
+
+# Lines of the C++ wrapper that do no GPU work: buffers allocated, reused
+# and released, the arrays of their sizes, comments. Where only such lines
+# lie between one launch event's records_end and the next launch event, the
+# records of both go to the GPU together (RECORDS_CONTINUE); a released
+# buffer is kept by the shim until then.
+_NO_GPU_WORK = re.compile(
+    r"\s*(?:$|//"
+    r"|auto \w+ = std::move\(\w+\);"
+    r"|static constexpr int64_t int_array_\d+\[\] = \{[-\w, ]*\};"
+    r"|AtenTensorHandle \w+_handle;"
+    r"|AOTI_TORCH_ERROR_CODE_CHECK\(aoti_torch_empty_strided\("
+    r"|RAIIAtenTensorHandle \w+\(\w+_handle\);"
+    r"|\w+\.reset\(\);)"
+)
 
 
 class IntermediateValueDebuggingLevel(Enum):
@@ -198,6 +213,9 @@ class DebugPrinterManager:
         self._held: tuple[dict[str, Held], dict[str, Held]] = ({}, {})
         # The kernel writes memory that none of its records name.
         self._writes_unseen = False
+        # Where the last records_end was rendered, while the next launch
+        # event may still take it back (_take_back_records_end).
+        self._records_end_at: tuple[list, int] | None = None
         # An op's call in its schema's order (fallback_call_records), for
         # the call comment; None for kernels whose argument list is the call.
         self._op_call: dict | None = None
@@ -325,11 +343,14 @@ class DebugPrinterManager:
             and bool(args_to_print_or_save)
             and self._emitter.batches_records
         )
+        continues = self._take_back_records_end() if batched else False
+        self._records_end_at = None
         flags = (
             (ANNOUNCE if selected and level == LEVEL_KERNEL_NAMES else 0)
             | (0 if selected else UNSELECTED)
             | (WRITES_UNSEEN if before_launch and self._writes_unseen else 0)
             | (RECORDS_END if batched else 0)
+            | (RECORDS_CONTINUE if continues else 0)
         )
         # Every kernel gets both events, selected or not: launch indices do
         # not depend on the filter, and the after event is where the shim
@@ -351,6 +372,41 @@ class DebugPrinterManager:
             self._codegen_records(LEVEL_KERNEL_NAMES, args_to_print_or_save, kernel_name, True)
         if batched:
             self._writeline(self._emitter.records_end())
+            self._records_end_at = self._last_rendered_line()
+
+    def _last_rendered_line(self) -> tuple[list, int] | None:
+        """Where the line just written lies in the wrapper's final text: only
+        while the wrapper renders its lines (set_writeline), when every line
+        that follows is appended behind it."""
+        from torch._inductor.virtualized import V
+
+        wrapper = V.graph.wrapper_code
+        lines = getattr(getattr(wrapper, "wrapper_call", None), "_lines", None)
+        rendering = "writeline" in vars(wrapper)
+        if not rendering or not isinstance(lines, list) or not lines:
+            return None
+        return lines, len(lines) - 1
+
+    def _take_back_records_end(self) -> bool:
+        """Whether the last records_end can be left out, because only lines
+        that do no GPU work were written after it: it becomes a comment, and
+        that event's records go to the GPU with the next one's."""
+        at = self._records_end_at
+        if at is None:
+            return False
+        lines, index = at
+        end = lines[index]
+        now = self._last_rendered_line()
+        if now is None or now[0] is not lines or not isinstance(end, str):
+            return False
+        if end.strip() != self._emitter.records_end():
+            return False
+        if not all(isinstance(ln, str) and _NO_GPU_WORK.match(ln) for ln in lines[index + 1 :]):
+            return False
+        lines[index] = end.replace(
+            self._emitter.records_end(), "// aoti-debug-printer: records continue below"
+        )
+        return True
 
     def codegen_model_inputs_value_print(self, input_args_to_print: list[str]) -> None:
         """Called by the C++ wrapper once, where the inputs are unpacked: the
