@@ -113,7 +113,7 @@ def assert_records_end_after_records(source: str) -> int:
         assert ended == bool(flags & _C.RECORDS_END), lines[i : j + 1]
         ends += ended
         if ended and lines[j] == taken_back:
-            assert all(codegen._NO_GPU_WORK.match(ln) for ln in lines[j + 1 : k]), lines[j:k]
+            assert all(codegen._does_no_gpu_work(ln) for ln in lines[j + 1 : k]), lines[j:k]
             assert next_flags & _C.RECORDS_CONTINUE, lines[j : k + 1]
             continued += 1
         else:

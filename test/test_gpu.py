@@ -337,9 +337,9 @@ def test_aoti_level2_records_that_wait_for_nothing_equal_the_synchronous_ones(gp
     24-block model: no buffer of it is read before something wrote it, so
     its records are the same in every run.)"""
     path = gpu_package("deep", 2)
-    # Most of its kernels follow one another with only buffers made between:
-    # their records go to the GPU together (RECORDS_CONTINUE).
-    assert wrapper_source(path).count("records continue below") > 50
+    # About half of its 96 kernels follow the one before with only buffers
+    # made between: their records go to the GPU together (RECORDS_CONTINUE).
+    assert wrapper_source(path).count("records continue below") > 40
     run_package(path, "deep")
     queued = records()
     with aoti_debug_printer.options(sync="on"):

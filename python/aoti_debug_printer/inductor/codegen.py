@@ -174,6 +174,17 @@ def _label(arg: str) -> str:
     return re.sub(r"^copy_arrayref_tensor_to_tensor\((.*)\)$", r"\1", arg)
 
 
+def _does_no_gpu_work(line) -> bool:
+    """A rendered wrapper line that runs nothing on the GPU: one of
+    _NO_GPU_WORK, or a LineContext (a marker of the nodes that the lines
+    after it come from, which renders as nothing)."""
+    from torch._inductor.utils import LineContext
+
+    return isinstance(line, LineContext) or (
+        isinstance(line, str) and bool(_NO_GPU_WORK.match(line))
+    )
+
+
 class DebugPrinterManager:
     def __init__(
         self,
@@ -401,7 +412,7 @@ class DebugPrinterManager:
             return False
         if end.strip() != self._emitter.records_end():
             return False
-        if not all(isinstance(ln, str) and _NO_GPU_WORK.match(ln) for ln in lines[index + 1 :]):
+        if not all(_does_no_gpu_work(ln) for ln in lines[index + 1 :]):
             return False
         lines[index] = end.replace(
             self._emitter.records_end(), "// aoti-debug-printer: records continue below"
