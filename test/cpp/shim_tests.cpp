@@ -711,6 +711,44 @@ TEST_CASE(
   { aoti_debug_printer::Run run(nullptr); }
 }
 
+TEST_CASE("records ended by records_end, continued or not, are the records without it",
+          "[aoti_debug_printer_records_end]") {
+  const aoti_debug_printer_api* api = aoti_debug_printer_get_api(AOTI_DEBUG_PRINTER_ABI_VERSION);
+  REQUIRE(api != nullptr);
+  REQUIRE(api->records_end == &aoti_debug_printer_records_end);
+  // A library of ABI 6 has no records_end: the header's helper leaves it out.
+  aoti_debug_printer_api v6 = *api;
+  v6.size = offsetof(aoti_debug_printer_api, records_end);
+  v6.records_end = nullptr;
+  at::Tensor a = at::arange(6.0).reshape({2, 3});
+  at::Tensor b = at::full({4}, -1.5);
+  // Two kernels as generated code calls them, the second event continuing
+  // the first's records where `flags` say so; the run's records, run and
+  // process stripped.
+  const auto run_of = [&](const aoti_debug_printer_api* table, int32_t first, int32_t second) {
+    Scratch s;
+    {
+      aoti_debug_printer::Run run(table);
+      aoti_debug_printer::launch(table, AOTI_DEBUG_PRINTER_LEVEL_PRINT,
+                                 AOTI_DEBUG_PRINTER_AFTER_LAUNCH, "k1", first);
+      aoti_debug_printer::value(table, AOTI_DEBUG_PRINTER_LEVEL_PRINT, 1, "k1", "a", handle(a));
+      if (!(second & AOTI_DEBUG_PRINTER_RECORDS_CONTINUE)) aoti_debug_printer::records_end(table);
+      aoti_debug_printer::launch(table, AOTI_DEBUG_PRINTER_LEVEL_PRINT,
+                                 AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "k2", second);
+      aoti_debug_printer::value(table, AOTI_DEBUG_PRINTER_LEVEL_PRINT, 0, "k2", "b", handle(b));
+      aoti_debug_printer::records_end(table);
+    }
+    return std::regex_replace(s.output(), std::regex("run \\d+"), "run R");
+  };
+  const std::string plain = run_of(api, 0, 0);
+  CHECK(plain.find("after_launch k1 a") != std::string::npos);
+  CHECK(plain.find("values=[-1.5, -1.5, -1.5, -1.5]") != std::string::npos);
+  constexpr int32_t end = AOTI_DEBUG_PRINTER_RECORDS_END;
+  CHECK(run_of(api, end, end) == plain);
+  CHECK(run_of(api, end, end | AOTI_DEBUG_PRINTER_RECORDS_CONTINUE) == plain);
+  CHECK(run_of(&v6, end, end | AOTI_DEBUG_PRINTER_RECORDS_CONTINUE) == plain);
+}
+
 TEST_CASE("a value's formula and its program's Inductor config reach the dump",
           "[aoti_debug_printer_tensor_computed][aoti_debug_printer_compiled_with]") {
   const aoti_debug_printer_api* api = aoti_debug_printer_get_api(AOTI_DEBUG_PRINTER_ABI_VERSION);
