@@ -67,6 +67,7 @@ void begin_run(bool with_end) {
   // A run that was never ended leaves no record behind in the next.
   if (records_waiting()) flush_records();
   state.run_has_end = with_end;
+  state.records_end_follows = false;
   state.run = next_run.fetch_add(1);
   state.launch = -1;
   state.call = -1;
