@@ -43,8 +43,7 @@ bool can_snapshot_later(const at::Tensor& t, bool with_values);
 // once. The caller must call launch_batch before any other GPU work may
 // change `t`; waiting for a Landing (wait_for) launches it too. Until then
 // the batch keeps a reference to `t`, which may be released meanwhile.
-std::shared_ptr<Landing> snapshot_later(const at::Tensor& t, bool with_values,
-                                        bool batched = false);
+std::shared_ptr<Landing> snapshot_later(const at::Tensor& t, bool with_values, bool batched);
 // Launches this thread's batch: one launch per dtype in it, each computing
 // every tensor's statistics exactly as its own launch would have.
 void launch_batch();

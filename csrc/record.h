@@ -98,7 +98,7 @@ TensorRecord describe(const Where& where, const at::Tensor& t, const Contents& c
 // device::snapshot_later's.
 bool can_record_later(const at::Tensor& t, int64_t max_values);
 std::unique_ptr<LateRecord> record_later(const Where& where, const at::Tensor& t,
-                                         int64_t max_values, bool json, bool batched = false);
+                                         int64_t max_values, bool json, bool batched);
 // Where `arg` was taken before the launch of `at_kernel`'s kernel (a copy
 // the trap, the guard or a replay saved), knowing nothing of what it holds.
 Where before_launch_of(const Where& at_kernel, const std::string& arg);

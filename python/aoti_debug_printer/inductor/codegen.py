@@ -383,38 +383,37 @@ class DebugPrinterManager:
             self._codegen_records(LEVEL_KERNEL_NAMES, args_to_print_or_save, kernel_name, True)
         if batched:
             self._writeline(self._emitter.records_end())
-            self._records_end_at = self._last_rendered_line()
+            self._records_end_at = self._rendered_records_end()
 
-    def _last_rendered_line(self) -> tuple[list, int] | None:
-        """Where the line just written lies in the wrapper's final text: only
-        while the wrapper renders its lines (set_writeline), when every line
-        that follows is appended behind it."""
+    def _rendered_lines(self) -> list | None:
+        """The wrapper's final text while it renders its lines (set_writeline),
+        when every line written is appended to it; else None."""
         from torch._inductor.virtualized import V
 
         wrapper = V.graph.wrapper_code
         lines = getattr(getattr(wrapper, "wrapper_call", None), "_lines", None)
-        rendering = "writeline" in vars(wrapper)
-        if not rendering or not isinstance(lines, list) or not lines:
+        return lines if "writeline" in vars(wrapper) and isinstance(lines, list) else None
+
+    def _rendered_records_end(self) -> tuple[list, int] | None:
+        """Where the records_end just written lies in the wrapper's final
+        text, if it went there."""
+        lines = self._rendered_lines()
+        if not lines or not isinstance(lines[-1], str):
             return None
-        return lines, len(lines) - 1
+        return (lines, len(lines) - 1) if lines[-1].strip() == self._emitter.records_end() else None
 
     def _take_back_records_end(self) -> bool:
         """Whether the last records_end can be left out, because only lines
         that do no GPU work were written after it: it becomes a comment, and
         that event's records go to the GPU with the next one's."""
-        at = self._records_end_at
-        if at is None:
+        if self._records_end_at is None:
             return False
-        lines, index = at
-        end = lines[index]
-        now = self._last_rendered_line()
-        if now is None or now[0] is not lines or not isinstance(end, str):
-            return False
-        if end.strip() != self._emitter.records_end():
+        lines, index = self._records_end_at
+        if self._rendered_lines() is not lines:
             return False
         if not all(_does_no_gpu_work(ln) for ln in lines[index + 1 :]):
             return False
-        lines[index] = end.replace(
+        lines[index] = lines[index].replace(
             self._emitter.records_end(), "// aoti-debug-printer: records continue below"
         )
         return True
