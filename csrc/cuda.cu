@@ -752,7 +752,6 @@ struct Ring {
     // is queued.
     at::Tensor tensor;
     BatchItem item;
-    at::ScalarType dtype;
     int64_t blocks;
   };
   std::mutex mu;  // guards used, outstanding and batch
@@ -763,6 +762,7 @@ struct Ring {
   int device = 0;  // the stream's
   bool dependent_launch = false;
   std::vector<Waiting> batch;
+  std::vector<Waiting> launching;  // the batch being launched, by the owner only
   // The thread that queues into this ring: the only one that may launch
   // its batch, in its stream order.
   const std::thread::id owner = std::this_thread::get_id();
@@ -778,54 +778,54 @@ std::shared_ptr<Ring>& this_thread_ring() {
   return ring;
 }
 
-// Launches the batch `waiting` (one dtype, at most kBatchItems) on `ring`'s stream.
+// Launches `count` waiting tensors of one dtype (at most kBatchItems) on
+// `ring`'s stream.
 template <typename T>
-void launch_batch_of(const Ring& ring, const std::vector<const Ring::Waiting*>& waiting) {
+void launch_batch_of(const Ring& ring, const Ring::Waiting* waiting, size_t count) {
   Batch b{};
   int64_t blocks = 0;
-  for (const Ring::Waiting* w : waiting) {
-    b.items[b.count] = w->item;
-    b.items[b.count].first_block = static_cast<unsigned int>(blocks);
-    ++b.count;
-    blocks += w->blocks;
+  for (size_t i = 0; i < count; ++i) {
+    b.items[i] = waiting[i].item;
+    b.items[i].first_block = static_cast<unsigned int>(blocks);
+    blocks += waiting[i].blocks;
   }
+  b.count = static_cast<int>(count);
   launch_kernel(batch_partials<T>, blocks, kDenseThreads, ring.stream, ring.dependent_launch, b);
 }
 
 // Launches what `ring`'s batch holds, when called by its owner.
 void launch_batch_of(Ring& ring) {
   if (std::this_thread::get_id() != ring.owner) return;
-  std::vector<Ring::Waiting> batch;
+  std::vector<Ring::Waiting>& batch = ring.launching;  // the owner's alone
   {
     std::lock_guard<std::mutex> lock(ring.mu);
     if (ring.batch.empty()) return;
     batch.swap(ring.batch);
   }
+  // Emptied however this ends: the tensors' references go, the capacity
+  // stays for the next batch.
+  struct Cleared {
+    std::vector<Ring::Waiting>& batch;
+    ~Cleared() { batch.clear(); }
+  } cleared{batch};
   // Their slots stay taken while the ring lives (this thread queues no
   // other snapshot meanwhile), even if a Landing has gone since the swap.
-  const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(ring.device));
-  std::vector<bool> launched(batch.size(), false);
-  for (size_t first = 0; first < batch.size(); ++first) {
-    if (launched[first]) continue;
-    // Every waiting tensor of this dtype, in order, kBatchItems at a time.
-    const at::ScalarType dtype = batch[first].dtype;
-    std::vector<const Ring::Waiting*> same;
-    for (size_t i = first; i < batch.size(); ++i) {
-      if (launched[i] || batch[i].dtype != dtype) continue;
-      launched[i] = true;
-      same.push_back(&batch[i]);
-      if (same.size() == kBatchItems) {
-        AT_DISPATCH_V2(dtype, "aoti_debug_printer_device_stats",
-                       AT_WRAP([&] { launch_batch_of<scalar_t>(ring, same); }),
-                       AOTI_DEBUG_PRINTER_DTYPES);
-        same.clear();
-      }
-    }
-    if (!same.empty()) {
-      AT_DISPATCH_V2(dtype, "aoti_debug_printer_device_stats",
-                     AT_WRAP([&] { launch_batch_of<scalar_t>(ring, same); }),
-                     AOTI_DEBUG_PRINTER_DTYPES);
-    }
+  std::optional<c10::cuda::CUDAGuard> guard;
+  if (c10::cuda::current_device() != ring.device)
+    guard.emplace(static_cast<c10::DeviceIndex>(ring.device));
+  // One launch per dtype, kBatchItems tensors at most, each dtype's in the
+  // order they were queued.
+  std::stable_sort(batch.begin(), batch.end(), [](const Ring::Waiting& a, const Ring::Waiting& b) {
+    return a.tensor.scalar_type() < b.tensor.scalar_type();
+  });
+  for (size_t first = 0, end = 0; first < batch.size(); first = end) {
+    const at::ScalarType dtype = batch[first].tensor.scalar_type();
+    while (end < batch.size() && end - first < kBatchItems &&
+           batch[end].tensor.scalar_type() == dtype)
+      ++end;
+    AT_DISPATCH_V2(dtype, "aoti_debug_printer_device_stats",
+                   AT_WRAP([&] { launch_batch_of<scalar_t>(ring, &batch[first], end - first); }),
+                   AOTI_DEBUG_PRINTER_DTYPES);
   }
 }
 
@@ -840,7 +840,7 @@ struct Landing {
   mutable int64_t parts_landed = 0;
   cudaStream_t stream{};
   at::ScalarType dtype{};
-  std::vector<int64_t> sizes;
+  at::DimVector sizes;
   int64_t numel = 0;
   bool with_values = false;
   std::string unsupported;
@@ -891,7 +891,10 @@ bool can_snapshot_later(const at::Tensor& t, bool with_values) {
 }
 
 std::shared_ptr<Landing> snapshot_later(const at::Tensor& t, bool with_values, bool batched) {
-  const c10::cuda::CUDAGuard guard(t.device());
+  // The wrapper runs on its tensors' device: a guard (two more CUDA calls
+  // per record) only where it does not.
+  std::optional<c10::cuda::CUDAGuard> guard;
+  if (c10::cuda::current_device() != t.device().index()) guard.emplace(t.device());
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(t.device().index()).stream();
   std::shared_ptr<Ring>& ring = this_thread_ring();
   auto l = std::make_shared<Landing>();
@@ -929,7 +932,7 @@ std::shared_ptr<Landing> snapshot_later(const at::Tensor& t, bool with_values, b
   l->ticket = ring->next_ticket++;
   l->stream = stream;
   l->dtype = t.scalar_type();
-  l->sizes = t.sizes().vec();
+  l->sizes = t.sizes();
   l->with_values = with_values;
   // A dense tensor waits for the batch; its values, if printed, come with
   // its statistics where they are in order (contiguous).
@@ -941,7 +944,7 @@ std::shared_ptr<Landing> snapshot_later(const at::Tensor& t, bool with_values, b
     item.tickets = reinterpret_cast<unsigned long long*>(slot);
     item.ticket = l->ticket;
     item.values = with_values ? slot + values_at(plan->layout) : nullptr;
-    ring->batch.push_back({l.get(), t, item, t.scalar_type(), plan->layout.parts});
+    ring->batch.push_back({l.get(), t, item, plan->layout.parts});
     return l;
   }
   queue_snapshot(t, *plan, stream, with_values, false, slot, true, l->ticket);

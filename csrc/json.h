@@ -74,10 +74,10 @@ class JsonObject : private JsonList {
   std::string line() const { return object() + "\n"; }
 };
 
-template <typename T>
-std::string json_integers(const std::vector<T>& xs) {
+template <typename List>
+std::string json_integers(const List& xs) {
   JsonList list;
-  for (const T& x : xs) list.integer(static_cast<int64_t>(x));
+  for (const auto& x : xs) list.integer(static_cast<int64_t>(x));
   return list.array();
 }
 

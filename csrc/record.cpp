@@ -36,12 +36,12 @@ std::string scalar_text(const c10::Scalar& s, bool json) {
 }
 
 // A list as the text format shows it: [1, 2, 3].
-template <typename V>
-std::string list(const std::vector<V>& xs) {
+template <typename List>
+std::string list(const List& xs) {
   std::string out = "[";
   for (size_t i = 0; i < xs.size(); ++i) {
     if (i) out += ", ";
-    if constexpr (std::is_same_v<V, std::string>) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(xs[i])>, std::string>) {
       out += xs[i];
     } else {
       out += std::to_string(xs[i]);
@@ -113,6 +113,12 @@ std::string where_text(const Where& w, const std::string& detail = "", const cha
 std::string dtype_name(c10::ScalarType t) {
   // torch's own Python spelling (float32, bfloat16, float8_e4m3fn, ...).
   return std::string(c10::getDtypeNames(t).first);
+}
+
+std::string layout_name(c10::Layout layout) {
+  std::string name = c10::str(layout);
+  for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return name;
 }
 
 std::string phase_name(Phase phase) {
@@ -242,15 +248,13 @@ TensorRecord describe(const Where& where, const at::Tensor& t, const Contents& c
   TensorRecord r;
   r.where = where;
   r.defined = true;
-  r.shape = t.sizes().vec();
-  r.dtype = dtype_name(t.scalar_type());
-  r.device = t.device().str();
-  // torch's spelling: torch.strided, torch.sparse_coo, ...
-  r.layout = c10::str(t.layout());
-  for (char& ch : r.layout) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  r.shape = t.sizes();
+  r.dtype = t.scalar_type();
+  r.device = t.device();
+  r.layout = t.layout();
   r.numel = t.numel();
   if (t.layout() == at::kStrided) {
-    r.stride = t.strides().vec();
+    r.stride = t.strides();
     r.contiguous = t.is_contiguous();
   }
   set_contents(r, contents);
@@ -412,10 +416,10 @@ std::string format_text(const TensorRecord& r) {
   // Appended to one string: no ostringstream (and its locale) per record.
   std::string out = where_text(r.where) + "\n";
   if (!r.problem.empty()) return out + "    " + r.problem + "\n";
-  out += "    shape=" + list(r.shape) + " stride=" + list(r.stride) + " dtype=" + r.dtype +
-         " device=" + r.device + " layout=" + r.layout +
-         " contiguous=" + (r.contiguous ? "true" : "false") + " numel=" + std::to_string(r.numel) +
-         "\n";
+  out += "    shape=" + list(r.shape) + " stride=" + list(r.stride) +
+         " dtype=" + dtype_name(r.dtype) + " device=" + r.device.str() +
+         " layout=" + layout_name(r.layout) + " contiguous=" + (r.contiguous ? "true" : "false") +
+         " numel=" + std::to_string(r.numel) + "\n";
   const TensorStats& s = r.stats;
   if (!s.unsupported.empty()) return out + "    " + s.unsupported + "\n";
   out += s.of_modulus ? "    |z| " : "    ";
@@ -440,9 +444,9 @@ std::string format_json(const TensorRecord& r, const std::string& file) {
   } else {
     o.json("shape", json_integers(r.shape))
         .json("stride", json_integers(r.stride))
-        .text("dtype", r.dtype)
-        .text("device", r.device)
-        .text("layout", r.layout)
+        .text("dtype", dtype_name(r.dtype))
+        .text("device", r.device.str())
+        .text("layout", layout_name(r.layout))
         .boolean("contiguous", r.contiguous)
         .integer("numel", r.numel);
     const TensorStats& s = r.stats;

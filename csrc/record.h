@@ -57,12 +57,17 @@ struct Where {
   std::string inductor_config;  // digest of the config the program was compiled with
 };
 
+// What a tensor is, as torch's codes: a record of a queued tensor is made
+// on the model's thread, and its words (dtype_name, device, layout_name) only
+// where it is formatted.
 struct TensorRecord {
   Where where;
   bool defined = false;
   std::string problem;  // "null handle", "undefined tensor", copy failures
-  std::vector<int64_t> shape, stride;
-  std::string dtype, device, layout;
+  at::DimVector shape, stride;
+  c10::ScalarType dtype = c10::ScalarType::Undefined;
+  c10::Device device = c10::kCPU;
+  c10::Layout layout = c10::kStrided;
   bool contiguous = false;
   int64_t numel = 0;
   TensorStats stats;
@@ -182,5 +187,7 @@ std::string format_guard(const GuardFinding& f, bool json);
 JsonObject json_record(const char* event, const Where& w);
 
 std::string dtype_name(c10::ScalarType t);
+// torch's spelling, lower case: strided, sparse, sparsecsr, ...
+std::string layout_name(c10::Layout layout);
 
 }  // namespace aoti_debug_printer

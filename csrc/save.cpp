@@ -316,7 +316,7 @@ void begin_saving(const std::string& dir, const TensorRecord& record) {
   const Where& w = record.where;
   if (last.run == w.run && last.rank == w.rank && last.dir == dir) return;
   remove_leftovers(dir);
-  append_line(dir + "/manifest.jsonl", format_environment(w, record.device));
+  append_line(dir + "/manifest.jsonl", format_environment(w, record.device.str()));
   last = {w.run, w.rank, dir};
 }
 
