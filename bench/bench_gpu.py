@@ -45,7 +45,7 @@ from aoti_debug_printer import _C
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_cpu import stdout_to_devnull  # noqa: E402
+from bench_cpu import disk_write_bandwidth, stdout_to_devnull, time_level_1  # noqa: E402
 
 
 def gpu_ms(fn, runs: int, warmup: int = 3) -> float:
@@ -241,49 +241,12 @@ def time_launch_blocking(model_name: str, package: str, runs: int) -> float:
     return float(child.stdout.split()[-1])
 
 
-def disk_write_bandwidth(directory: Path, nbytes: int = 2**30) -> float:
-    """Bytes per second of one sequential write of `nbytes`, synced to the
-    disk, in `directory`: what level 1's saving is held to."""
-    block = os.urandom(2**24)
-    path = directory / "disk-bandwidth"
-    start = time.perf_counter()
-    with open(path, "wb") as f:
-        for _ in range(nbytes // len(block)):
-            f.write(block)
-        f.flush()
-        os.fsync(f.fileno())
-    seconds = time.perf_counter() - start
-    path.unlink()
-    return nbytes / seconds
-
-
-def time_level_1(run, inputs, directory: Path, runs: int) -> tuple[float, int]:
-    """(ms, bytes saved) of the fastest of `runs` level-1 runs, each into a
-    fresh dump directory synced to the disk before the clock stops, removed
-    after it (a large model saves gigabytes per run)."""
-    best, saved = float("inf"), 0
-    for i in range(runs + 1):  # the first one warms up
-        dump = directory / f"level1-{i}"
-        aoti_debug_printer.set_option("dump_dir", str(dump))
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        run(*inputs)
-        torch.cuda.synchronize()
-        files = [p for p in dump.rglob("*") if p.is_file()]
-        for path in files:
-            with open(path, "rb") as f:
-                os.fsync(f.fileno())
-        ms = (time.perf_counter() - start) * 1e3
-        if i:
-            best, saved = min(best, ms), sum(p.stat().st_size for p in files)
-        shutil.rmtree(dump)
-    return best, saved
-
-
 def bench_model(model_name: str, runners: dict, runs: int, blocking_ms: float) -> None:
     _, inputs = build_model(model_name)
     directory = Path(tempfile.mkdtemp(prefix="bench-level1-"))
-    level1_ms, saved = time_level_1(runners.pop("ours, level 1"), inputs, directory, 3)
+    level1_ms, saved = time_level_1(
+        runners.pop("ours, level 1"), inputs, directory, 3, torch.cuda.synchronize
+    )
     disk = disk_write_bandwidth(directory)
     shutil.rmtree(directory)
     cases = [(name, name, None) for name in runners]
