@@ -735,6 +735,20 @@ Snapshot read_back(const uint8_t* back, const Layout& layout, at::ScalarType dty
   return snap;
 }
 
+// `device` current for this object's life. The wrapper runs on its
+// tensors' device, so it mostly is already: then no CUDAGuard, whose
+// constructor and destructor would each ask CUDA for it again.
+class DeviceMadeCurrent {
+ public:
+  explicit DeviceMadeCurrent(int device) {
+    if (c10::cuda::current_device() != device)
+      guard_.emplace(static_cast<c10::DeviceIndex>(device));
+  }
+
+ private:
+  std::optional<c10::cuda::CUDAGuard> guard_;
+};
+
 // Pinned, mapped host memory that this thread's queued snapshots land in,
 // filled front to back and reused from the front once every snapshot queued
 // in it has been taken. Kept alive by its outstanding Landings, so that a
@@ -810,9 +824,7 @@ void launch_batch_of(Ring& ring) {
   } cleared{batch};
   // Their slots stay taken while the ring lives (this thread queues no
   // other snapshot meanwhile), even if a Landing has gone since the swap.
-  std::optional<c10::cuda::CUDAGuard> guard;
-  if (c10::cuda::current_device() != ring.device)
-    guard.emplace(static_cast<c10::DeviceIndex>(ring.device));
+  const DeviceMadeCurrent current(ring.device);
   // One launch per dtype, kBatchItems tensors at most, each dtype's in the
   // order they were queued.
   std::stable_sort(batch.begin(), batch.end(), [](const Ring::Waiting& a, const Ring::Waiting& b) {
@@ -891,10 +903,7 @@ bool can_snapshot_later(const at::Tensor& t, bool with_values) {
 }
 
 std::shared_ptr<Landing> snapshot_later(const at::Tensor& t, bool with_values, bool batched) {
-  // The wrapper runs on its tensors' device: a guard (two more CUDA calls
-  // per record) only where it does not.
-  std::optional<c10::cuda::CUDAGuard> guard;
-  if (c10::cuda::current_device() != t.device().index()) guard.emplace(t.device());
+  const DeviceMadeCurrent current(t.device().index());
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(t.device().index()).stream();
   std::shared_ptr<Ring>& ring = this_thread_ring();
   auto l = std::make_shared<Landing>();
