@@ -45,7 +45,12 @@ from aoti_debug_printer import _C
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_cpu import disk_write_bandwidth, stdout_to_devnull, time_level_1  # noqa: E402
+from bench_cpu import (  # noqa: E402
+    disk_write_bandwidth,
+    level_1_line,
+    stdout_to_devnull,
+    time_level_1,
+)
 
 
 def gpu_ms(fn, runs: int, warmup: int = 3) -> float:
@@ -273,11 +278,7 @@ def bench_model(model_name: str, runners: dict, runs: int, blocking_ms: float) -
         f"  {'ours, level 1 (saving)':<26}{level1_ms:>9.3f}{level1_ms / base:>8.1f}x"
         f"{level1_ms - base:>13.3f}"
     )
-    print(
-        f"  level 1: {saved / 2**20:.0f} MiB saved per run, {saved / (level1_ms / 1e3) / 1e9:.2f} GB/s; "
-        f"the disk's sequential write {disk / 1e9:.2f} GB/s "
-        f"({saved / (level1_ms / 1e3) / disk:.0%} of it)"
-    )
+    print(level_1_line(saved, level1_ms, disk))
     for level in ("2", "3"):
         ours = min(results[f"ours, level {level}"]) - base
         builtin = min(results[f"built-in, level {level}"]) - base
