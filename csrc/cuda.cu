@@ -768,10 +768,13 @@ struct Ring {
     BatchItem item;
     int64_t blocks;
   };
-  std::mutex mu;  // guards used, outstanding and batch
+  std::mutex mu;  // guards used and batch
   uint8_t* data = nullptr;
   int64_t used = 0;
-  int64_t outstanding = 0;
+  // Landings not released yet. Taken under `mu`; released without it (the
+  // writer thread releases one per record), `used` going back to the front
+  // under `mu` once none is left.
+  std::atomic<int64_t> outstanding{0};
   cudaStream_t stream{};
   int device = 0;  // the stream's
   bool dependent_launch = false;
@@ -858,13 +861,22 @@ struct Landing {
   std::string unsupported;
   ~Landing() {
     if (!ring) return;
-    std::lock_guard<std::mutex> lock(ring->mu);
-    // Never launched: nothing may write the slot once it is free again.
-    auto& batch = ring->batch;
-    batch.erase(std::remove_if(batch.begin(), batch.end(),
-                               [this](const Ring::Waiting& w) { return w.landing == this; }),
-                batch.end());
-    if (--ring->outstanding == 0) ring->used = 0;
+    // Every partial landed: launched and run, so out of the batch. Else it
+    // may never have been launched, and nothing may write the slot once it
+    // is free again.
+    if (parts_landed < layout.parts) {
+      std::lock_guard<std::mutex> lock(ring->mu);
+      auto& batch = ring->batch;
+      batch.erase(std::remove_if(batch.begin(), batch.end(),
+                                 [this](const Ring::Waiting& w) { return w.landing == this; }),
+                  batch.end());
+    }
+    if (ring->outstanding.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      // The last one: the ring starts again from the front, unless a
+      // snapshot was queued meanwhile (it counts under `mu`).
+      std::lock_guard<std::mutex> lock(ring->mu);
+      if (ring->outstanding.load(std::memory_order_relaxed) == 0) ring->used = 0;
+    }
   }
 };
 
@@ -916,7 +928,9 @@ std::shared_ptr<Landing> snapshot_later(const at::Tensor& t, bool with_values, b
   const int64_t bytes = result_bytes(plan->layout);
   TORCH_CHECK(bytes <= Ring::kBytes, "this tensor's results do not fit in the ring");
   std::lock_guard<std::mutex> lock(ring->mu);
-  if (ring->outstanding > 0) {
+  // The last Landing may have gone without yet taking `used` back.
+  if (ring->outstanding.load(std::memory_order_acquire) == 0) ring->used = 0;
+  if (ring->used > 0) {
     // Queued kernels share the device scratch in stream order: another
     // stream, or scratch that must grow under them, waits for them first.
     if (ring->stream != stream || ring->used + bytes > Ring::kBytes ||
@@ -930,7 +944,7 @@ std::shared_ptr<Landing> snapshot_later(const at::Tensor& t, bool with_values, b
     ring->data = static_cast<uint8_t*>(data);
   }
   l->ring = ring;
-  ++ring->outstanding;
+  ring->outstanding.fetch_add(1, std::memory_order_relaxed);
   ring->stream = stream;
   ring->device = t.device().index();
   ring->dependent_launch = plan->dependent_launch;

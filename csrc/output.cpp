@@ -69,6 +69,11 @@ struct Waiting {
   std::string text;
   std::unique_ptr<LateRecord> late;
 };
+// What a drain of a queue did.
+struct Drained {
+  int64_t written = 0;  // records and texts taken off the queue
+  bool left = false;    // whether one is left that waits for the GPU
+};
 struct Queue {
   std::mutex mu;  // guards items
   std::deque<Waiting> items;
@@ -82,25 +87,30 @@ struct Queue {
     return items.empty();
   }
   // Writes the front records that are ready (with `wait`, all of them,
-  // waiting for the GPU as needed). Returns whether any is left unwritten.
-  bool drain(bool wait) {
+  // waiting for the GPU as needed).
+  Drained drain(bool wait) {
+    Drained d;
     std::unique_lock<std::mutex> turn(writing, std::defer_lock);
     if (wait) {
       turn.lock();
     } else if (!turn.try_lock()) {
-      return true;  // the thread itself is writing them
+      d.left = true;  // the thread itself is writing them
+      return d;
     }
-    for (;;) {
+    for (;; ++d.written) {
       Waiting* front = nullptr;
       {
         std::lock_guard<std::mutex> lock(mu);
-        if (items.empty()) return false;
+        if (items.empty()) return d;
         // A deque's elements stay put while the thread appends behind them.
         front = &items.front();
       }
       if (front->late) {
         if (!front->late->ready()) {
-          if (!wait) return true;
+          if (!wait) {
+            d.left = true;
+            return d;
+          }
           front->late->wait();
         }
         try {
@@ -132,7 +142,10 @@ std::atomic<int> forks{0};
 // The one writer thread of the process, started by the first record that
 // waits for the GPU. It polls the queues' front records every kPoll while
 // any waits (a record has landed when its tickets are in host memory: no
-// CUDA call, so this thread never touches the GPU), and sleeps otherwise.
+// CUDA call, so this thread never touches the GPU), and for kAwake after
+// the last record it saw, then sleeps until a thread pokes it. Why stay
+// awake: a model hands over records at every launch event, and waking a
+// sleeping thread is a system call on the model's thread each time.
 // Never destroyed; the main thread stops it when the process exits, once
 // its own records are written, before any static object is destroyed.
 class Writer {
@@ -194,6 +207,7 @@ class Writer {
 
  private:
   static constexpr std::chrono::microseconds kPoll{20};
+  static constexpr std::chrono::milliseconds kAwake{50};
 
   static std::atomic<Writer*>& current() {
     static std::atomic<Writer*> writer{nullptr};
@@ -201,6 +215,7 @@ class Writer {
   }
 
   void run() {
+    auto last_seen = std::chrono::steady_clock::now();
     for (;;) {
       std::vector<std::shared_ptr<Queue>> queues;
       {
@@ -208,17 +223,22 @@ class Writer {
         if (stopping_) break;
         queues = queues_;
       }
-      bool waiting = false;
+      bool waiting = false, seen = false;
       for (const auto& q : queues) {
         try {
-          waiting |= q->drain(false);
+          const Drained d = q->drain(false);
+          waiting |= d.left;
+          seen |= d.written > 0 || d.left;
         } catch (...) {
           // What failed was reported where it failed; the other queues go on.
           waiting = true;
         }
       }
+      const auto now = std::chrono::steady_clock::now();
+      if (seen) last_seen = now;
       std::unique_lock<std::mutex> lock(mu_);
-      if (waiting) {  // a record that has not landed: look again shortly
+      // A record that has not landed, or records lately: look again shortly.
+      if (waiting || now - last_seen < kAwake) {
         wake_.wait_for(lock, kPoll, [&] { return stopping_; });
         continue;
       }
@@ -244,6 +264,10 @@ class Writer {
   std::atomic<bool> sleeping_{false};
 };
 
+// Records a thread queues go to the writer thread at its launch events
+// (publish_records), and at least every kPublishEvery records.
+constexpr size_t kPublishEvery = 32;
+
 // This thread's queue, registered with the writer when the thread first
 // queues a record for it, and written out when the thread exits.
 class ThisThread {
@@ -253,6 +277,7 @@ class ThisThread {
       // In a child: the parent's queue may hold the parent's records and
       // locks a thread of the parent held; it is left untouched.
       new std::shared_ptr<Queue>(std::move(queue_));
+      new std::vector<Waiting>(std::move(unpublished_));
       queue_ = std::make_shared<Queue>();
       registered_ = false;
       made_at_fork_ = forks.load();
@@ -267,8 +292,28 @@ class ThisThread {
     }
     return q;
   }
+  // Records queued since the last publish, in order: only this thread
+  // touches them, so queuing one takes no lock.
+  std::vector<Waiting>& unpublished() {
+    queue();  // a child after a fork leaves the parent's alone
+    return unpublished_;
+  }
+  // Hands the unpublished records to the queue, the writer thread's to
+  // write: one lock for all of them.
+  void publish() {
+    std::vector<Waiting>& records = unpublished();
+    if (records.empty()) return;
+    Queue& q = registered_queue();
+    {
+      std::lock_guard<std::mutex> lock(q.mu);
+      for (Waiting& w : records) q.items.push_back(std::move(w));
+    }
+    records.clear();
+    Writer::get().poke();
+  }
   ~ThisThread() {
     try {
+      publish();
       queue().drain(true);
       if (registered_) Writer::get().remove(queue_.get());
       // The main thread ends the process: the writer must not outlive
@@ -281,6 +326,7 @@ class ThisThread {
 
  private:
   std::shared_ptr<Queue> queue_ = std::make_shared<Queue>();
+  std::vector<Waiting> unpublished_;
   bool registered_ = false;
   int made_at_fork_ = forks.load();
 };
@@ -289,6 +335,10 @@ thread_local ThisThread this_thread;
 }  // namespace
 
 void emit(const std::string& output, const std::string& text) {
+  if (std::vector<Waiting>& unpublished = this_thread.unpublished(); !unpublished.empty()) {
+    unpublished.push_back({output, text, nullptr});  // behind this thread's records
+    return;
+  }
   Queue& q = this_thread.queue();
   {
     std::lock_guard<std::mutex> lock(q.mu);
@@ -302,17 +352,22 @@ void emit(const std::string& output, const std::string& text) {
 }
 
 void emit_later(const std::string& output, std::unique_ptr<LateRecord> record) {
-  Queue& q = this_thread.registered_queue();
-  {
-    std::lock_guard<std::mutex> lock(q.mu);
-    q.items.push_back({output, "", std::move(record)});
-  }
-  Writer::get().poke();
+  std::vector<Waiting>& unpublished = this_thread.unpublished();
+  unpublished.push_back({output, "", std::move(record)});
+  // A caller that takes no launch event still has them written as it goes.
+  if (unpublished.size() >= kPublishEvery) this_thread.publish();
 }
 
-void flush_records() { this_thread.queue().drain(true); }
+void publish_records() { this_thread.publish(); }
 
-bool records_waiting() { return !this_thread.queue().empty(); }
+void flush_records() {
+  this_thread.publish();
+  this_thread.queue().drain(true);
+}
+
+bool records_waiting() {
+  return !this_thread.unpublished().empty() || !this_thread.queue().empty();
+}
 
 namespace {
 // One line on stderr, whatever the output is; the message escaped as text.

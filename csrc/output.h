@@ -27,9 +27,13 @@ class LateRecord {
   virtual std::string text() = 0;
 };
 // Queues `record` on this thread, to be written to `output` in its turn:
-// by the writer thread as records become ready, and at the latest by
-// flush_records or when the thread exits.
+// by the writer thread as records become ready, once published
+// (publish_records), and at the latest by flush_records or when the thread
+// exits.
 void emit_later(const std::string& output, std::unique_ptr<LateRecord> record);
+// Hands the records this thread queued since the last call to the writer
+// thread, all at once (a launch event calls it, not every record).
+void publish_records();
 // Writes every text this thread has queued, waiting for the GPU as needed.
 void flush_records();
 // Whether this thread has records waiting.

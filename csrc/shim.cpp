@@ -87,6 +87,7 @@ void end_run() {
 void records_end() {
   state.records_end_follows = false;
   device::launch_batch();
+  publish_records();
 }
 
 namespace {
@@ -100,8 +101,13 @@ Action effective_action(Level compiled, Phase phase, Level runtime) {
 std::string launch_and_check(Level compiled, Phase phase, const std::string& kernel,
                              int32_t flags) {
   // Whatever waits in the batch goes before this kernel may change it,
-  // unless the last event's records continue into this one's.
-  if (!(flags & AOTI_DEBUG_PRINTER_RECORDS_CONTINUE)) device::launch_batch();
+  // unless the last event's records continue into this one's. Only the
+  // records of an event that said RECORDS_END, and has not been ended, wait
+  // there: otherwise the batch is empty, and its lock is not taken.
+  if (state.records_end_follows && !(flags & AOTI_DEBUG_PRINTER_RECORDS_CONTINUE))
+    device::launch_batch();
+  // This thread's records so far go to the writer thread: one lock for them all.
+  publish_records();
   state.records_end_follows = (flags & AOTI_DEBUG_PRINTER_RECORDS_END) != 0;
   const Level runtime = runtime_level();
   const Level level = level_now(runtime, compiled);

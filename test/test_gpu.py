@@ -419,9 +419,11 @@ def test_a_queued_record_does_not_keep_its_tensor_alive(records):
 
 def test_queued_records_are_written_off_the_models_thread_while_the_run_goes_on(records):
     """The thread that queues records never formats them: the writer thread
-    writes each once its statistics land, while the run still goes on (the
-    model's thread takes no launch event, no flush here); the run's end
-    then finds nothing left, and the records are in order."""
+    writes each once its statistics land, while the run still goes on. The
+    thread hands its records over at its launch events, and every 32
+    records; here it takes no launch event and no flush, only the end of
+    its last records (records_end, as the wrapper's launch events end); the
+    run's end then finds nothing left, and the records are in order."""
     from aoti_debug_printer import _C
 
     tensors = [torch.full((64, 64), float(i), device="cuda") for i in range(50)]
@@ -430,6 +432,7 @@ def test_queued_records_are_written_off_the_models_thread_while_the_run_goes_on(
     try:
         for i, t in enumerate(tensors):
             _C.record(_C.LEVEL_PRINT, _C.AFTER_LAUNCH, "k", f"t{i}", t)
+        _C.records_end()
         torch.cuda.synchronize()
         deadline = time.monotonic() + 10
         while len(records()) < len(tensors) and time.monotonic() < deadline:

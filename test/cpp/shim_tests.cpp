@@ -531,6 +531,8 @@ TEST_CASE("records that wait are written by the writer thread, in order, as they
     if (i == 2) aoti_debug_printer::emit(out, "sync\n");
   }
   CHECK(aoti_debug_printer::records_waiting());
+  // Handed to the writer thread at once, as a launch event does.
+  aoti_debug_printer::publish_records();
   landed[1]->store(true);
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   CHECK(s.output().empty());  // the first has not landed: nothing may pass it
@@ -593,7 +595,8 @@ TEST_CASE("a forked child starts with a queue and a writer of its own", "[emit_l
   auto pending = std::make_unique<FakeLateRecord>();
   pending->line = "parent";
   auto landed = pending->landed;
-  aoti_debug_printer::emit_later(out, std::move(pending));  // the writer runs from here
+  aoti_debug_printer::emit_later(out, std::move(pending));
+  aoti_debug_printer::publish_records();  // the writer runs from here
   const pid_t child = fork();
   REQUIRE(child >= 0);
   if (child == 0) {
@@ -605,6 +608,7 @@ TEST_CASE("a forked child starts with a queue and a writer of its own", "[emit_l
     late->line = "child late";
     late->landed->store(true);
     aoti_debug_printer::emit_later(out, std::move(late));
+    aoti_debug_printer::publish_records();
     const bool written = eventually([&] { return !aoti_debug_printer::records_waiting(); });
     _exit(fresh && written ? 0 : 1);
   }
