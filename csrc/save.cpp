@@ -3,7 +3,8 @@
 #include "settings.h"
 
 #include <caffe2/serialize/inline_container.h>
-#include <torch/csrc/jit/serialization/pickle.h>
+#include <torch/csrc/jit/serialization/export.h>
+#include <torch/csrc/jit/serialization/pickler.h>
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -16,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -30,19 +32,25 @@ namespace {
   throw std::runtime_error(what + " '" + path + "': " + std::strerror(err));
 }
 
-void write_all(int fd, const char* data, size_t size, const std::string& path) {
+// 0, or the errno of the write that failed.
+int write_all(int fd, const char* data, size_t size) {
   while (size > 0) {
     const ssize_t n = ::write(fd, data, size);
     if (n < 0) {
       if (errno == EINTR) continue;
-      fail("cannot write", path, errno);
+      return errno;
     }
     data += n;
     size -= static_cast<size_t>(n);
   }
+  return 0;
 }
 
-// Writes `bytes` to a private temporary file, then links it under the first
+// Writes a file's contents to `fd` (`path` names it in errors); throws
+// where it cannot.
+using FileWriter = std::function<void(int fd, const std::string& path)>;
+
+// Has `write` fill a private temporary file, then links it under the first
 // free name `stem.pt`, `stem-1.pt`, ...: link() never replaces an existing
 // file, so earlier snapshots (of this or another process) survive, and
 // readers never see a partial file.
@@ -54,8 +62,7 @@ void write_all(int fd, const char* data, size_t size, const std::string& path) {
 // directory removes it (remove_leftovers).
 constexpr const char* kTmpPrefix = ".tmp-";
 
-std::string publish(const std::string& dir, const std::string& stem,
-                    const std::vector<char>& bytes) {
+std::string publish(const std::string& dir, const std::string& stem, const FileWriter& write) {
   static std::atomic<uint64_t> tmp_counter{0};
   const std::string tmp = dir + "/" + kTmpPrefix + std::to_string(getpid()) + "-" +
                           process_token() + "-" + std::to_string(tmp_counter.fetch_add(1)) + ".pt";
@@ -68,7 +75,7 @@ std::string publish(const std::string& dir, const std::string& stem,
   };
   ::flock(fd, LOCK_EX);
   try {
-    write_all(fd, bytes.data(), bytes.size(), tmp);
+    write(fd, tmp);
   } catch (const std::exception&) {
     ::unlink(tmp.c_str());
     ::close(fd);
@@ -207,7 +214,27 @@ class Pickle {
   std::string bytes_;
 };
 
-std::vector<char> pickle_as_torch_save(const at::Tensor& host, std::string_view dtype) {
+// The archive torch.save writes, streamed into `fd` as it is made: the
+// tensor's bytes go from its memory to the file, with no copy of the whole
+// archive in memory first. The zip writer is never handed an error (its
+// destructor would end the process on one): a failed write is remembered,
+// nothing more is written, and it is thrown once the archive is done.
+template <typename Fill>
+void write_archive(int fd, const std::string& path, Fill fill) {
+  int error = 0;
+  {
+    caffe2::serialize::PyTorchStreamWriter writer([&](const void* data, size_t size) {
+      if (error == 0) error = write_all(fd, static_cast<const char*>(data), size);
+      return size;
+    });
+    fill(writer);
+    writer.writeEndOfFile();
+  }
+  if (error != 0) fail("cannot write", path, error);
+}
+
+void write_as_torch_save(caffe2::serialize::PyTorchStreamWriter& writer, const at::Tensor& host,
+                         std::string_view dtype) {
   const at::Tensor value = host.contiguous();
   const size_t nbytes = static_cast<size_t>(value.numel()) * value.element_size();
   Pickle p;
@@ -224,24 +251,31 @@ std::vector<char> pickle_as_torch_save(const at::Tensor& host, std::string_view 
   p.global("collections", "OrderedDict").op(')').op('R');             // no backward hooks
   p.global("torch", dtype).op('t').op('R');
   const std::string& program = p.finish();
-
-  std::vector<char> out;
-  caffe2::serialize::PyTorchStreamWriter writer([&](const void* data, size_t size) {
-    const char* bytes = static_cast<const char*>(data);
-    out.insert(out.end(), bytes, bytes + size);
-    return size;
-  });
   writer.writeRecord("data.pkl", program.data(), program.size());
   writer.writeRecord("data/0", value.const_data_ptr(), nbytes);
-  writer.writeEndOfFile();
-  return out;
 }
 
-std::vector<char> pickle_tensor(const at::Tensor& host) {
-  if (const auto dtype = dtype_without_storage_class(host.scalar_type())) {
-    return pickle_as_torch_save(host, *dtype);
-  }
-  return torch::jit::pickle_save(host);
+// What torch::jit::pickle_save(host) returns, byte for byte, written as it
+// goes (pickle_save gathers it in memory).
+void write_as_pickle_save(caffe2::serialize::PyTorchStreamWriter& writer, const at::Tensor& host) {
+  std::vector<char> program;
+  torch::jit::Pickler pickler(
+      [&](const char* bytes, size_t size) { program.insert(program.end(), bytes, bytes + size); });
+  pickler.protocol();
+  pickler.pushIValue(host);
+  pickler.stop();
+  torch::jit::writeArchiveAndTensors("data", program.data(), program.size(), pickler.tensorData(),
+                                     writer);
+}
+
+void write_tensor(int fd, const std::string& path, const at::Tensor& host) {
+  write_archive(fd, path, [&](caffe2::serialize::PyTorchStreamWriter& writer) {
+    if (const auto dtype = dtype_without_storage_class(host.scalar_type())) {
+      write_as_torch_save(writer, host, *dtype);
+    } else {
+      write_as_pickle_save(writer, host);
+    }
+  });
 }
 
 std::string phase_tag(const Where& w) {
@@ -332,7 +366,6 @@ std::string save_snapshot(const std::string& dir, const TensorRecord& record,
       value.storage().nbytes() > static_cast<size_t>(value.numel()) * value.element_size()) {
     value = value.contiguous().clone();
   }
-  const std::vector<char> bytes = pickle_tensor(value);
 
   const Where& w = record.where;
   // Sorting the names sorts by run and launch; the call index tells apart
@@ -347,7 +380,8 @@ std::string save_snapshot(const std::string& dir, const TensorRecord& record,
            ? "-" + phase_tag(w) + "-" + safe_name_part(w.arg)
            : "-launch" + std::string(launch) + "-" + phase_tag(w) + "-" + safe_name_part(w.kernel) +
                  "-" + safe_name_part(w.arg) + "-call" + std::to_string(w.call));
-  const std::string name = publish(dir, capped(stem), bytes);
+  const std::string name = publish(
+      dir, capped(stem), [&](int fd, const std::string& path) { write_tensor(fd, path, value); });
   append_line(dir + "/manifest.jsonl", format_json(record, name) + "\n");
   return name;
 }

@@ -303,6 +303,40 @@ TEST_CASE("saved files round-trip through the pickler", "[aoti_torch_save_tensor
   CHECK(manifest.find("\"phase\": \"upstream\", \"label\": \"after_launch\"") != std::string::npos);
 }
 
+TEST_CASE(
+    "a snapshot goes to its file as it is made: torch::pickle_save's bytes, and nothing left "
+    "where the disk is full",
+    "[aoti_torch_save_tensor_handle]") {
+  Scratch s;
+  // 4 MiB, and a transposed view of it: larger than any buffer on the way.
+  at::Tensor big = at::arange(1 << 20, at::kFloat).reshape({1024, 1024});
+  aoti_torch_save_tensor_handle(handle(big), "big", "after_launch", "kern");
+  at::Tensor view = big.t();
+  aoti_torch_save_tensor_handle(handle(view), "view", "after_launch", "kern");
+  std::vector<fs::path> files = s.snapshots();
+  std::sort(files.begin(), files.end());
+  REQUIRE(files.size() == 2);
+  const std::vector<char> whole = torch::pickle_save(big), transposed = torch::pickle_save(view);
+  CHECK(slurp(files[0]) == std::string(whole.begin(), whole.end()));
+  CHECK(slurp(files[1]) == std::string(transposed.begin(), transposed.end()));
+
+  // A file may not grow past 64 KiB: the snapshot's write stops short, as
+  // on a full disk (SIGXFSZ ignored, so write() returns the short count).
+  struct rlimit saved {};
+  REQUIRE(getrlimit(RLIMIT_FSIZE, &saved) == 0);
+  struct rlimit tight = saved;
+  tight.rlim_cur = 64 << 10;
+  auto* previous = std::signal(SIGXFSZ, SIG_IGN);
+  const int64_t failures = aoti_debug_printer::save_failures();
+  REQUIRE(setrlimit(RLIMIT_FSIZE, &tight) == 0);
+  aoti_torch_save_tensor_handle(handle(big), "cut", "after_launch", "kern");
+  setrlimit(RLIMIT_FSIZE, &saved);
+  std::signal(SIGXFSZ, previous);
+  CHECK(aoti_debug_printer::save_failures() - failures == 1);
+  // Neither a partial snapshot nor its temporary file.
+  CHECK(s.snapshots().size() == 2);
+}
+
 // LibTorch's unpickler cannot read these (Python's torch.load can: see
 // test_shim.py); check the archive holds the compact bytes and names the dtype.
 TEST_CASE("dtypes without a storage class are saved as Python's torch.save does",
