@@ -11,7 +11,8 @@
    values are printed; with the records one inference writes, what
    formatting and writing cost of the level-2 overhead;
 3. per-tensor statistics of one large tensor: ours against PyTorch's
-   built-in aoti_torch_print_tensor_handle (called from libtorch itself).
+   built-in aoti_torch_print_tensor_handle (called from libtorch itself),
+   and that tensor saved by level 1, against the disk's sequential write.
 
     python bench/bench_cpu.py [--blocks 24] [--runs 20] [--numel 67108864]
 """
@@ -266,6 +267,15 @@ def main() -> None:
     print(f"  ours (one fused pass)      {stats_ms:8.1f} ms")
     print(f"  built-in print             {builtin_ms:8.1f} ms")
     print(f"  built-in / ours          = {builtin_ms / stats_ms:8.2f}")
+
+    # The same tensor saved by level 1 alone: its one file, synced.
+    directory = Path(tempfile.mkdtemp(prefix="bench-snapshot-"))
+    snapshot_ms, saved = time_level_1(
+        lambda t: _C.record(_C.LEVEL_SAVE, _C.AFTER_LAUNCH, "k", "t", t), (big,), directory, 3
+    )
+    shutil.rmtree(directory)
+    print(f"\nOne level-1 snapshot of it, synced: {snapshot_ms:.1f} ms")
+    print(level_1_line(saved, snapshot_ms, disk))
 
 
 if __name__ == "__main__":
