@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -24,6 +25,7 @@
 #include <stdexcept>
 #include <string_view>
 #include <thread>
+#include <unordered_map>
 
 namespace aoti_debug_printer {
 namespace {
@@ -50,8 +52,8 @@ int write_all(int fd, const char* data, size_t size) {
 // where it cannot.
 using FileWriter = std::function<void(int fd, const std::string& path)>;
 
-// Has `write` fill a private temporary file, then links it under the first
-// free name `stem.pt`, `stem-1.pt`, ...: link() never replaces an existing
+// Has `write` fill a private temporary file, then links it under a free
+// name `stem.pt`, `stem-1.pt`, ... (TakenNames): link() never replaces an existing
 // file, so earlier snapshots (of this or another process) survive, and
 // readers never see a partial file.
 //
@@ -61,6 +63,38 @@ using FileWriter = std::function<void(int fd, const std::string& path)>;
 // mid-write leaves it unlocked, and the next run's first save in that
 // directory removes it (remove_leftovers).
 constexpr const char* kTmpPrefix = ".tmp-";
+
+// Where to start looking for a free name, for the stems this process found
+// taken: a stem saved again and again (upstream's saves outside our runs,
+// which name no launch; a rerun into the same directory) would otherwise
+// try every earlier name first, quadratic in its saves. Only stems that
+// collided are kept, at most kMax of them: link() keeps names apart either
+// way, this only saves the tries.
+class TakenNames {
+ public:
+  static uint64_t first_free(const std::string& key) {
+    std::lock_guard<std::mutex> lock(mu());
+    const auto it = next().find(key);
+    return it == next().end() ? 0 : it->second;
+  }
+  static void taken(const std::string& key, uint64_t suffix) {
+    std::lock_guard<std::mutex> lock(mu());
+    if (next().size() >= kMax) next().clear();
+    uint64_t& first = next()[key];
+    first = std::max(first, suffix + 1);
+  }
+
+ private:
+  static constexpr size_t kMax = 4096;
+  static std::mutex& mu() {
+    static std::mutex m;
+    return m;
+  }
+  static std::unordered_map<std::string, uint64_t>& next() {
+    static std::unordered_map<std::string, uint64_t> n;
+    return n;
+  }
+};
 
 std::string publish(const std::string& dir, const std::string& stem, const FileWriter& write) {
   static std::atomic<uint64_t> tmp_counter{0};
@@ -81,13 +115,16 @@ std::string publish(const std::string& dir, const std::string& stem, const FileW
     ::close(fd);
     throw;
   }
+  const std::string taken_key = dir + "/" + stem;
+  uint64_t suffix = TakenNames::first_free(taken_key);
   std::string name;
-  for (int attempt = 0;; ++attempt) {
-    name = stem + (attempt ? "-" + std::to_string(attempt) : "") + ".pt";
+  for (;; ++suffix) {
+    name = stem + (suffix ? "-" + std::to_string(suffix) : "") + ".pt";
     if (::link(tmp.c_str(), (dir + "/" + name).c_str()) == 0) break;
     const int err = errno;
-    if (err != EEXIST || attempt > 10000) give_up("cannot create", dir + "/" + name, err);
+    if (err != EEXIST) give_up("cannot create", dir + "/" + name, err);
   }
+  if (suffix > 0) TakenNames::taken(taken_key, suffix);
   ::unlink(tmp.c_str());
   if (::close(fd) != 0) {
     const int err = errno;

@@ -377,6 +377,24 @@ TEST_CASE("snapshots are never overwritten and names cannot escape",
   CHECK_FALSE(fs::exists(s.dir / "etc"));
 }
 
+TEST_CASE("one name saved again and again keeps every snapshot",
+          "[aoti_torch_save_tensor_handle]") {
+  Scratch s;
+  at::Tensor t = at::ones({1});
+  // Upstream's saves outside our runs name no launch: each of these has the
+  // same name, taken by the ones before it. More than the 10,001 names the
+  // search for a free one used to try before giving up.
+  constexpr int kSaves = 10050;
+  for (int i = 0; i < kSaves; ++i) {
+    aoti_torch_save_tensor_handle(handle(t), "buf0", "before_launch", "kern");
+  }
+  const std::vector<fs::path> files = s.snapshots();
+  CHECK(files.size() == kSaves);
+  CHECK(std::count_if(files.begin(), files.end(), [](const fs::path& f) {
+          return f.filename().string().rfind(".tmp-", 0) == 0;
+        }) == 0);
+}
+
 TEST_CASE("names are data: any bytes stay one valid UTF-8 line, and file names stay short",
           "[aoti_torch_save_tensor_handle]") {
   Scratch s;
