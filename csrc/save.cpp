@@ -72,29 +72,28 @@ constexpr const char* kTmpPrefix = ".tmp-";
 // way, this only saves the tries.
 class TakenNames {
  public:
-  static uint64_t first_free(const std::string& key) {
-    std::lock_guard<std::mutex> lock(mu());
-    const auto it = next().find(key);
-    return it == next().end() ? 0 : it->second;
+  uint64_t first_free(const std::string& key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto it = first_free_.find(key);
+    return it == first_free_.end() ? 0 : it->second;
   }
-  static void taken(const std::string& key, uint64_t suffix) {
-    std::lock_guard<std::mutex> lock(mu());
-    if (next().size() >= kMax) next().clear();
-    uint64_t& first = next()[key];
+  void taken(const std::string& key, uint64_t suffix) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (first_free_.size() >= kMax) first_free_.clear();
+    uint64_t& first = first_free_[key];
     first = std::max(first, suffix + 1);
   }
 
  private:
   static constexpr size_t kMax = 4096;
-  static std::mutex& mu() {
-    static std::mutex m;
-    return m;
-  }
-  static std::unordered_map<std::string, uint64_t>& next() {
-    static std::unordered_map<std::string, uint64_t> n;
-    return n;
-  }
+  std::mutex mu_;
+  std::unordered_map<std::string, uint64_t> first_free_;  // by "dir/stem"
 };
+
+TakenNames& taken_names() {
+  static auto* names = new TakenNames;  // never destroyed: a save may run at exit
+  return *names;
+}
 
 std::string publish(const std::string& dir, const std::string& stem, const FileWriter& write) {
   static std::atomic<uint64_t> tmp_counter{0};
@@ -116,7 +115,7 @@ std::string publish(const std::string& dir, const std::string& stem, const FileW
     throw;
   }
   const std::string taken_key = dir + "/" + stem;
-  uint64_t suffix = TakenNames::first_free(taken_key);
+  uint64_t suffix = taken_names().first_free(taken_key);
   std::string name;
   for (;; ++suffix) {
     name = stem + (suffix ? "-" + std::to_string(suffix) : "") + ".pt";
@@ -124,7 +123,7 @@ std::string publish(const std::string& dir, const std::string& stem, const FileW
     const int err = errno;
     if (err != EEXIST) give_up("cannot create", dir + "/" + name, err);
   }
-  if (suffix > 0) TakenNames::taken(taken_key, suffix);
+  if (suffix > 0) taken_names().taken(taken_key, suffix);
   ::unlink(tmp.c_str());
   if (::close(fd) != 0) {
     const int err = errno;
