@@ -772,8 +772,8 @@ struct Ring {
   uint8_t* data = nullptr;
   int64_t used = 0;
   // Landings not released yet. Taken under `mu`; released without it (the
-  // writer thread releases one per record), `used` going back to the front
-  // under `mu` once none is left.
+  // writer thread releases one per record). `used` goes back to the front
+  // when the next snapshot finds none outstanding.
   std::atomic<int64_t> outstanding{0};
   cudaStream_t stream{};
   int device = 0;  // the stream's
@@ -871,12 +871,7 @@ struct Landing {
                                  [this](const Ring::Waiting& w) { return w.landing == this; }),
                   batch.end());
     }
-    if (ring->outstanding.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      // The last one: the ring starts again from the front, unless a
-      // snapshot was queued meanwhile (it counts under `mu`).
-      std::lock_guard<std::mutex> lock(ring->mu);
-      if (ring->outstanding.load(std::memory_order_relaxed) == 0) ring->used = 0;
-    }
+    ring->outstanding.fetch_sub(1, std::memory_order_release);
   }
 };
 
@@ -928,7 +923,8 @@ std::shared_ptr<Landing> snapshot_later(const at::Tensor& t, bool with_values, b
   const int64_t bytes = result_bytes(plan->layout);
   TORCH_CHECK(bytes <= Ring::kBytes, "this tensor's results do not fit in the ring");
   std::lock_guard<std::mutex> lock(ring->mu);
-  // The last Landing may have gone without yet taking `used` back.
+  // None outstanding: every slot has been read, and the ring starts again
+  // from the front.
   if (ring->outstanding.load(std::memory_order_acquire) == 0) ring->used = 0;
   if (ring->used > 0) {
     // Queued kernels share the device scratch in stream order: another

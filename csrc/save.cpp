@@ -250,25 +250,6 @@ class Pickle {
   std::string bytes_;
 };
 
-// The archive torch.save writes, streamed into `fd` as it is made: the
-// tensor's bytes go from its memory to the file, with no copy of the whole
-// archive in memory first. The zip writer is never handed an error (its
-// destructor would end the process on one): a failed write is remembered,
-// nothing more is written, and it is thrown once the archive is done.
-template <typename Fill>
-void write_archive(int fd, const std::string& path, Fill fill) {
-  int error = 0;
-  {
-    caffe2::serialize::PyTorchStreamWriter writer([&](const void* data, size_t size) {
-      if (error == 0) error = write_all(fd, static_cast<const char*>(data), size);
-      return size;
-    });
-    fill(writer);
-    writer.writeEndOfFile();
-  }
-  if (error != 0) fail("cannot write", path, error);
-}
-
 void write_as_torch_save(caffe2::serialize::PyTorchStreamWriter& writer, const at::Tensor& host,
                          std::string_view dtype) {
   const at::Tensor value = host.contiguous();
@@ -304,14 +285,26 @@ void write_as_pickle_save(caffe2::serialize::PyTorchStreamWriter& writer, const 
                                      writer);
 }
 
+// The archive torch.save writes, streamed into `fd` as it is made: the
+// tensor's bytes go from its memory to the file, with no copy of the whole
+// archive in memory first. The zip writer is never handed an error (its
+// destructor would end the process on one): a failed write is remembered,
+// nothing more is written, and it is thrown once the archive is done.
 void write_tensor(int fd, const std::string& path, const at::Tensor& host) {
-  write_archive(fd, path, [&](caffe2::serialize::PyTorchStreamWriter& writer) {
+  int error = 0;
+  {
+    caffe2::serialize::PyTorchStreamWriter writer([&](const void* data, size_t size) {
+      if (error == 0) error = write_all(fd, static_cast<const char*>(data), size);
+      return size;
+    });
     if (const auto dtype = dtype_without_storage_class(host.scalar_type())) {
       write_as_torch_save(writer, host, *dtype);
     } else {
       write_as_pickle_save(writer, host);
     }
-  });
+    writer.writeEndOfFile();
+  }
+  if (error != 0) fail("cannot write", path, error);
 }
 
 std::string phase_tag(const Where& w) {
