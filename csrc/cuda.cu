@@ -830,9 +830,12 @@ void launch_batch_of(Ring& ring) {
   const DeviceMadeCurrent current(ring.device);
   // One launch per dtype, kBatchItems tensors at most, each dtype's in the
   // order they were queued.
-  std::stable_sort(batch.begin(), batch.end(), [](const Ring::Waiting& a, const Ring::Waiting& b) {
+  const auto by_dtype = [](const Ring::Waiting& a, const Ring::Waiting& b) {
     return a.tensor.scalar_type() < b.tensor.scalar_type();
-  });
+  };
+  // Mostly of one dtype already: then stable_sort's buffer is not asked for.
+  if (!std::is_sorted(batch.begin(), batch.end(), by_dtype))
+    std::stable_sort(batch.begin(), batch.end(), by_dtype);
   for (size_t first = 0, end = 0; first < batch.size(); first = end) {
     const at::ScalarType dtype = batch[first].tensor.scalar_type();
     while (end < batch.size() && end - first < kBatchItems &&

@@ -74,26 +74,30 @@ void record(int32_t level, int32_t phase, const std::string& kernel, const std::
             py::handle value, const std::string& node, const std::string& why, int32_t role,
             const std::string& formula) {
   const Level compiled = compiled_level(level);
-  Where w = where_now(static_cast<Phase>(phase), kernel, arg);
-  w.node = node;
-  w.why = why;
-  w.formula = formula;
-  w.role = static_cast<Role>(role);
+  const Phase at = static_cast<Phase>(phase);
+  const auto where_of = [&] {
+    Where w = where_now(at, kernel, arg);
+    w.node = node;
+    w.why = why;
+    w.formula = formula;
+    w.role = static_cast<Role>(role);
+    return w;
+  };
   Stop stop;
   if (THPVariable_Check(value.ptr())) {
     const at::Tensor t = THPVariable_Unpack(value.ptr());
     py::gil_scoped_release no_gil;
-    stop = record_tensor(compiled, w, &t);
+    stop = record_tensor(compiled, at, static_cast<Role>(role), &t, where_of);
   } else if (value.is_none()) {
-    stop = record_tensor(compiled, w, nullptr);
+    stop = record_tensor(compiled, at, static_cast<Role>(role), nullptr, where_of);
   } else if (py::isinstance<py::bool_>(value)) {
-    record_scalar(compiled, w, "bool", value.cast<bool>() ? "true" : "false");
+    record_scalar(compiled, where_of(), "bool", value.cast<bool>() ? "true" : "false");
   } else if (py::isinstance<py::int_>(value)) {
-    record_scalar(compiled, w, "int64", py::str(value));
+    record_scalar(compiled, where_of(), "int64", py::str(value));
   } else if (py::isinstance<py::float_>(value)) {
-    record_scalar(compiled, w, "float64", py::str(py::repr(value)));
+    record_scalar(compiled, where_of(), "float64", py::str(py::repr(value)));
   } else {
-    record_scalar(compiled, w, Py_TYPE(value.ptr())->tp_name, py::str(value));
+    record_scalar(compiled, where_of(), Py_TYPE(value.ptr())->tp_name, py::str(value));
   }
   if (stop.code != 0) throw std::runtime_error("aoti-debug-printer: " + stop.message);
 }

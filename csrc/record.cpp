@@ -244,9 +244,9 @@ Contents read_contents(const at::Tensor& t, int64_t max_values, bool with_finger
   return {std::move(snap.stats), std::move(snap.values)};
 }
 
-TensorRecord describe(const Where& where, const at::Tensor& t, const Contents& contents) {
+TensorRecord describe(Where where, const at::Tensor& t, const Contents& contents) {
   TensorRecord r;
-  r.where = where;
+  r.where = std::move(where);
   r.defined = true;
   r.shape = t.sizes();
   r.dtype = t.scalar_type();
@@ -283,18 +283,35 @@ class DeviceRecord final : public LateRecord {
   std::string error_;
 };
 
+class FormattedLater final : public LateRecord {
+ public:
+  FormattedLater(TensorRecord r, bool json) : record_(std::move(r)), json_(json) {}
+  bool ready() const override { return true; }
+  void wait() override {}
+  std::string text() override { return format_record(record_, json_); }
+
+ private:
+  TensorRecord record_;
+  bool json_;
+};
+
 }  // namespace
+
+std::unique_ptr<LateRecord> formatted_later(TensorRecord r, bool json) {
+  return std::make_unique<FormattedLater>(std::move(r), json);
+}
 
 bool can_record_later(const at::Tensor& t, int64_t max_values) {
   return device::can_snapshot_later(t, takes_values(t, max_values));
 }
 
-std::unique_ptr<LateRecord> record_later(const Where& where, const at::Tensor& t,
-                                         int64_t max_values, bool json, bool batched) {
+std::unique_ptr<LateRecord> record_later(Where&& where, const at::Tensor& t, int64_t max_values,
+                                         bool json, bool batched) {
   std::shared_ptr<device::Landing> landing =
       device::snapshot_later(t, takes_values(t, max_values), batched);
   if (!landing) return nullptr;
-  return std::make_unique<DeviceRecord>(describe(where, t, Contents{}), std::move(landing), json);
+  return std::make_unique<DeviceRecord>(describe(std::move(where), t, Contents{}),
+                                        std::move(landing), json);
 }
 
 WatchedArg watch(const std::string& name, const at::Tensor& t, bool keep_host_copy) {

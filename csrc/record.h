@@ -94,16 +94,19 @@ Contents read_contents(const at::Tensor& t, int64_t max_values, bool with_finger
 Contents host_contents(const at::Tensor& host, int64_t max_values, bool with_fingerprint = false);
 
 // Metadata of `t`, with its contents.
-TensorRecord describe(const Where& where, const at::Tensor& t, const Contents& contents);
+TensorRecord describe(Where where, const at::Tensor& t, const Contents& contents);
 
 // The whole printed record of a CUDA tensor, its contents read on the GPU
 // without waiting (device::snapshot_later). Empty while the thread's ring has
 // no room; the caller then writes out the records ahead (which frees it) and
-// asks again. Only for tensors can_record_later takes. `batched`: as
-// device::snapshot_later's.
+// asks again. `where` is moved from only when a record is returned. Only for
+// tensors can_record_later takes. `batched`: as device::snapshot_later's.
 bool can_record_later(const at::Tensor& t, int64_t max_values);
-std::unique_ptr<LateRecord> record_later(const Where& where, const at::Tensor& t,
-                                         int64_t max_values, bool json, bool batched);
+std::unique_ptr<LateRecord> record_later(Where&& where, const at::Tensor& t, int64_t max_values,
+                                         bool json, bool batched);
+// A record whose contents are known, formatted where it is written (by the
+// writer thread, in its turn among the thread's records that wait).
+std::unique_ptr<LateRecord> formatted_later(TensorRecord r, bool json);
 // Where `arg` was taken before the launch of `at_kernel`'s kernel (a copy
 // the trap, the guard or a replay saved), knowing nothing of what it holds.
 Where before_launch_of(const Where& at_kernel, const std::string& arg);

@@ -191,11 +191,11 @@ std::string launch(Level compiled, Phase phase, const std::string& kernel, int32
   return failed;
 }
 
-Where where_now(Phase phase, const std::string& kernel, const std::string& arg) {
+Where where_now(Phase phase, std::string kernel, std::string arg) {
   Where w;
   w.phase = phase;
-  w.kernel = kernel;
-  w.arg = arg;
+  w.kernel = std::move(kernel);
+  w.arg = std::move(arg);
   w.run = state.run;
   w.rank = settings_now().rank;
   w.inductor_config = state.inductor_config;
@@ -209,39 +209,46 @@ Where where_now(Phase phase, const std::string& kernel, const std::string& arg) 
 namespace {
 
 // A printed record that waits for nothing (record_later), when nothing needs
-// its statistics now. Empty when it must be taken synchronously.
-std::unique_ptr<LateRecord> printed_later(const Settings& settings, const Where& where,
+// its statistics now; `where` is moved from only when one is returned.
+// Empty when it must be taken synchronously.
+std::unique_ptr<LateRecord> printed_later(const Settings& settings, Where&& where,
                                           const at::Tensor& t) {
   if (!can_record_later(t, settings.max_values)) return nullptr;
   const bool json = settings.format == Format::Jsonl;
   const bool batched = state.records_end_follows;
-  std::unique_ptr<LateRecord> late = record_later(where, t, settings.max_values, json, batched);
+  std::unique_ptr<LateRecord> late =
+      record_later(std::move(where), t, settings.max_values, json, batched);
   if (!late) {
     // The ring is full, or the stream changed: write out what waits, then ask again.
     flush_records();
-    late = record_later(where, t, settings.max_values, json, batched);
+    late = record_later(std::move(where), t, settings.max_values, json, batched);
   }
   return late;
 }
 
 // The record itself: statistics printed, or a snapshot saved. Returns the
 // statistics, for the trap, with the guard's fingerprint when asked for.
-// With `later`, a printed record may be written once its statistics land,
-// and returns none.
-TensorStats write_record(Action action, const Settings& settings, const Where& where,
-                         const at::Tensor& t, bool unwritten_output, bool with_fingerprint,
-                         bool later) {
+// With `later`, a printed record may be written once its statistics land
+// (or, with none to wait for, by the writer thread), and returns none;
+// `where` is then moved from.
+TensorStats write_record(Action action, const Settings& settings, Where& where, const at::Tensor& t,
+                         bool unwritten_output, bool with_fingerprint, bool later) {
   const bool json = settings.format == Format::Jsonl;
   if (unwritten_output) {
     // An output before its kernel writes it holds leftover memory: statistics
     // of it would look like the bug being chased, and cost a pass and a file.
     Contents unwritten;
     unwritten.stats.unsupported = "output, not yet written: no statistics";
-    const TensorRecord r = describe(where, t, unwritten);
     if (action == Action::Save) {
+      const TensorRecord r = describe(where, t, unwritten);
       saving([&] { append_to_manifest(settings.dump_dir, format_json(r) + "\n"); });
+    } else if (later && can_record_later(t, settings.max_values)) {
+      // Where a record of this tensor would wait for its statistics, this one
+      // waits for its text: made on the writer thread, in its turn among the
+      // thread's records, and off the model's thread (one per kernel output).
+      emit_later(settings.output, formatted_later(describe(std::move(where), t, unwritten), json));
     } else {
-      emit(settings.output, format_record(r, json));
+      emit(settings.output, format_record(describe(where, t, unwritten), json));
     }
     return {};
   }
@@ -254,7 +261,7 @@ TensorStats write_record(Action action, const Settings& settings, const Where& w
     saving([&] { save_snapshot(settings.dump_dir, r, host); });
   } else {
     if (later) {
-      if (std::unique_ptr<LateRecord> late = printed_later(settings, where, t)) {
+      if (std::unique_ptr<LateRecord> late = printed_later(settings, std::move(where), t)) {
         emit_later(settings.output, std::move(late));
         return {};
       }
@@ -273,10 +280,10 @@ Stop guard_stop(const std::string& message) {
   return message.empty() ? Stop{} : Stop{AOTI_DEBUG_PRINTER_STOPPED_BY_GUARD, message};
 }
 
-Stop record_and_check(Level compiled, const Where& given, const at::Tensor* t) {
+Stop record_and_check(Level compiled, Phase phase, Role given_role, const at::Tensor* t,
+                      c10::function_ref<Where()> where_of) {
   const Level runtime = runtime_level();
   if (runtime == Level::Off) return {};
-  const Phase phase = given.phase;
   // Kernel records follow the run-time filter; model inputs belong to none.
   if (phase == Phase::BeforeLaunch || phase == Phase::AfterLaunch) {
     if (!state.selected) return {};
@@ -286,15 +293,19 @@ Stop record_and_check(Level compiled, const Where& given, const at::Tensor* t) {
   const Settings& settings = settings_now();
   if (!settings.rank_selected()) return {};
   // roles=0: every argument is one whose role is not known.
-  std::optional<Where> without_role;
-  if (!settings.roles && given.role != Role::Unknown) {
-    without_role = given;
-    without_role->role = Role::Unknown;
-  }
-  const Where& where = without_role ? *without_role : given;
+  const Role role = settings.roles ? given_role : Role::Unknown;
   const bool defined = t != nullptr && t->defined();
-  const bool read_only = where.role == Role::Read;
-  const bool unwritten_output = phase == Phase::BeforeLaunch && where.role == Role::Write;
+  const bool read_only = role == Role::Read;
+  const bool unwritten_output = phase == Phase::BeforeLaunch && role == Role::Write;
+  const bool guarding =
+      defined && settings.guard > 0 && (phase == Phase::ModelInput || state.guarding);
+  // An argument the kernel only reads was recorded before launch, and is
+  // unchanged unless the guard says otherwise: where the guard is off, its
+  // call after the launch (most of a model's calls) copies no name.
+  const bool read_after_launch = phase == Phase::AfterLaunch && read_only;
+  if (read_after_launch && (!guarding || action == Action::Watch)) return {};
+  Where where = where_of();
+  where.role = role;
   if (state.watching && defined && phase == Phase::BeforeLaunch) {
     // The trap needs no copy of leftover memory; a replay saves every argument.
     state.watched.push_back(
@@ -302,13 +313,7 @@ Stop record_and_check(Level compiled, const Where& given, const at::Tensor* t) {
     state.watched.back().unwritten_output = unwritten_output;
   }
   if (action == Action::Watch) return {};
-  const bool guarding =
-      defined && settings.guard > 0 && (phase == Phase::ModelInput || state.guarding);
-  if (phase == Phase::AfterLaunch && read_only) {
-    // An argument the kernel only reads was recorded before launch, and is
-    // unchanged unless the guard says otherwise.
-    return guarding ? guard_stop(guard::after_use(settings, where, *t, std::nullopt)) : Stop{};
-  }
+  if (read_after_launch) return guard_stop(guard::after_use(settings, where, *t, std::nullopt));
   if (!defined) {
     const TensorRecord r = describe_problem(where, t ? "undefined tensor" : "null tensor handle");
     emit(settings.output, format_record(r, settings.format == Format::Jsonl));
@@ -320,6 +325,9 @@ Stop record_and_check(Level compiled, const Where& given, const at::Tensor* t) {
   // The guard takes the fingerprint from the record's own pass: no second read.
   const TensorStats stats =
       write_record(action, settings, where, *t, unwritten_output, guarding, later);
+  // A record left to wait (later) has taken `where`; neither the trap nor the
+  // guard is on then.
+  if (later) return {};
   if (settings.trap) {
     if (Stop stop = trap_stop(trap::check(settings, where, stats, state.watched)); stop.code != 0)
       return stop;
@@ -332,8 +340,9 @@ Stop record_and_check(Level compiled, const Where& given, const at::Tensor* t) {
 
 }  // namespace
 
-Stop record_tensor(Level compiled, const Where& given, const at::Tensor* t) {
-  const Stop stop = record_and_check(compiled, given, t);
+Stop record_tensor(Level compiled, Phase phase, Role role, const at::Tensor* t,
+                   c10::function_ref<Where()> where_of) {
+  const Stop stop = record_and_check(compiled, phase, role, t, where_of);
   // In a torch.distributed job, a rank that stops ends the job (job.h).
   if (stop.code != 0) job::stopped(settings_now(), stop.message);
   return stop;
@@ -419,12 +428,17 @@ int32_t aoti_debug_printer_tensor_computed(int32_t level, int32_t phase, const c
   if (runtime_level() == Level::Off) return 0;  // switched off: build nothing
   int32_t stop = 0;
   guarded(__func__, [&] {
-    Where w = where_now(static_cast<Phase>(phase), or_empty(kernel), or_empty(arg));
-    w.node = or_empty(node);
-    w.why = or_empty(why);
-    w.formula = or_empty(formula);
-    w.role = static_cast<Role>(role);
-    stop = record_tensor(compiled_level(level), w, tensor_of(tensor)).code;
+    const Phase at = static_cast<Phase>(phase);
+    const auto where_of = [&] {
+      Where w = where_now(at, or_empty(kernel), or_empty(arg));
+      w.node = or_empty(node);
+      w.why = or_empty(why);
+      w.formula = or_empty(formula);
+      return w;
+    };
+    stop = record_tensor(compiled_level(level), at, static_cast<Role>(role), tensor_of(tensor),
+                         where_of)
+               .code;
   });
   return stop;
 }
@@ -514,19 +528,23 @@ const aoti_debug_printer_api* aoti_debug_printer_get_api(uint32_t abi_version) {
 
 void aoti_torch_print_tensor_handle(AtenTensorHandle self, const char* msg) {
   guarded(__func__, [&] {
-    Where w;
-    w.label = or_empty(msg);
-    record_tensor(Level::Print, w, tensor_of(self));
+    record_tensor(Level::Print, Phase::Upstream, Role::Unknown, tensor_of(self), [&] {
+      Where w;
+      w.label = or_empty(msg);
+      return w;
+    });
   });
 }
 
 void aoti_torch_save_tensor_handle(AtenTensorHandle self, const char* tensor_name,
                                    const char* launch_prefix, const char* kernel_name) {
   guarded(__func__, [&] {
-    // Upstream's own label, outside our launch events.
-    Where w = where_now(Phase::Upstream, or_empty(kernel_name), or_empty(tensor_name));
-    w.label = or_empty(launch_prefix);
-    record_tensor(Level::Save, w, tensor_of(self));
+    record_tensor(Level::Save, Phase::Upstream, Role::Unknown, tensor_of(self), [&] {
+      // Upstream's own label, outside our launch events.
+      Where w = where_now(Phase::Upstream, or_empty(kernel_name), or_empty(tensor_name));
+      w.label = or_empty(launch_prefix);
+      return w;
+    });
   });
 }
 

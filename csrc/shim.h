@@ -6,6 +6,7 @@
 #include "settings.h"
 
 #include <ATen/core/Tensor.h>
+#include <c10/util/FunctionRef.h>
 
 #include <cstdint>
 #include <string>
@@ -28,7 +29,7 @@ void compiled_with(const std::string& inductor_config);
 std::string launch(Level compiled, Phase phase, const std::string& kernel, int32_t flags);
 
 // The Where of a record taken now on this thread.
-Where where_now(Phase phase, const std::string& kernel, const std::string& arg);
+Where where_now(Phase phase, std::string kernel, std::string arg);
 
 // Why a record asks its caller to stop the run: `code` is 0 (go on),
 // AOTI_DEBUG_PRINTER_STOPPED_BY_TRAP or _BY_GUARD; `message` (reported on
@@ -40,9 +41,12 @@ struct Stop {
 
 // A record of a model compiled at `compiled`, which the run-time level
 // turns into a save, a print or nothing (settings.h: action_at). `t ==
-// nullptr` stands for a null handle. Save failures are reported, never
-// thrown.
-Stop record_tensor(Level compiled, const Where& where, const at::Tensor* t);
+// nullptr` stands for a null handle. `where_of` makes the record's Where
+// (its role then set to `role`, or to Unknown under roles=0), called only
+// where a record or a check needs one: a call that takes nothing copies no
+// name. Save failures are reported, never thrown.
+Stop record_tensor(Level compiled, Phase phase, Role role, const at::Tensor* t,
+                   c10::function_ref<Where()> where_of);
 void record_scalar(Level compiled, const Where& where, const char* type, const std::string& value);
 
 }  // namespace aoti_debug_printer
