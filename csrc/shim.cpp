@@ -42,6 +42,9 @@ struct ThreadState {
   bool records_end_follows = false;
   // The digest of the Inductor config the run's program was compiled with.
   std::string inductor_config;
+  // What this launch event's records read, kept into the next event where
+  // the wrapper ran nothing between (AOTI_DEBUG_PRINTER_RECORDS_CONTINUE).
+  ReadsWhileUnchanged reads;
 };
 thread_local ThreadState state;
 std::atomic<int64_t> next_run{0};
@@ -73,6 +76,7 @@ void begin_run(bool with_end) {
   state.call = -1;
   state.calls.clear();
   state.inductor_config.clear();
+  state.reads.clear();
   guard::begin_run();
 }
 
@@ -81,6 +85,7 @@ void compiled_with(const std::string& inductor_config) { state.inductor_config =
 void end_run() {
   state.run_has_end = false;
   state.records_end_follows = false;
+  state.reads.clear();
   flush_records();
 }
 
@@ -108,6 +113,11 @@ std::string launch_and_check(Level compiled, Phase phase, const std::string& ker
     device::launch_batch();
   // This thread's records so far go to the writer thread: one lock for them all.
   publish_records();
+  // A kernel's input recorded before its launch is mostly the output of the
+  // kernel before, recorded after that one's launch: where the wrapper ran
+  // nothing between, it is read once. Any other event may follow a change.
+  if (phase != Phase::BeforeLaunch || !(flags & AOTI_DEBUG_PRINTER_RECORDS_CONTINUE))
+    state.reads.clear();
   state.records_end_follows = (flags & AOTI_DEBUG_PRINTER_RECORDS_END) != 0;
   const Level runtime = runtime_level();
   const Level level = level_now(runtime, compiled);
@@ -217,11 +227,13 @@ std::unique_ptr<LateRecord> printed_later(const Settings& settings, Where&& wher
   const bool json = settings.format == Format::Jsonl;
   const bool batched = state.records_end_follows;
   std::unique_ptr<LateRecord> late =
-      record_later(std::move(where), t, settings.max_values, json, batched);
+      record_later(std::move(where), t, settings.max_values, json, batched, state.reads);
   if (!late) {
-    // The ring is full, or the stream changed: write out what waits, then ask again.
+    // The ring is full, or the stream changed: write out what waits (its
+    // slots are free once no read of this stretch keeps one), then ask again.
+    state.reads.clear();
     flush_records();
-    late = record_later(std::move(where), t, settings.max_values, json, batched);
+    late = record_later(std::move(where), t, settings.max_values, json, batched, state.reads);
   }
   return late;
 }
@@ -266,7 +278,10 @@ TensorStats write_record(Action action, const Settings& settings, Where& where, 
         return {};
       }
     }
-    r = describe(where, t, read_contents(t, settings.max_values, with_fingerprint));
+    // The guard's fingerprint comes from a pass of its own.
+    r = describe(where, t,
+                 with_fingerprint ? read_contents(t, settings.max_values, true)
+                                  : state.reads.contents(t, settings.max_values));
     emit(settings.output, format_record(r, json));
   }
   return r.stats;

@@ -805,6 +805,52 @@ TEST_CASE("records ended by records_end, continued or not, are the records witho
   CHECK(run_of(&v6, end, end | AOTI_DEBUG_PRINTER_RECORDS_CONTINUE) == plain);
 }
 
+TEST_CASE("a tensor recorded again where the wrapper ran nothing between is read once",
+          "[aoti_debug_printer_launch_at_level]") {
+  Scratch s;
+  // More elements than max_values: the record carries statistics, no values.
+  at::Tensor t = at::full({100}, 2.0);
+  at::Tensor head = t.slice(0, 0, 50);
+  const auto record = [](int32_t phase, const char* kernel, const char* arg, at::Tensor& x,
+                         int32_t role) {
+    aoti_debug_printer_tensor_held(AOTI_DEBUG_PRINTER_LEVEL_PRINT, phase, kernel, arg, "", "", role,
+                                   handle(x));
+  };
+  const auto launch = [](int32_t phase, const char* kernel, int32_t flags) {
+    aoti_debug_printer_launch_at_level(AOTI_DEBUG_PRINTER_LEVEL_PRINT, phase, kernel,
+                                       flags | AOTI_DEBUG_PRINTER_RECORDS_END);
+  };
+  constexpr int32_t before = AOTI_DEBUG_PRINTER_BEFORE_LAUNCH;
+  constexpr int32_t after = AOTI_DEBUG_PRINTER_AFTER_LAUNCH;
+  aoti_debug_printer_begin_run_with_end();
+  launch(after, "k1", 0);
+  record(after, "k1", "out", t, AOTI_DEBUG_PRINTER_ROLE_WRITE);
+  // The flag says nothing ran between: the change made here, which the flag
+  // rules out in generated code, shows that the tensor is not read again.
+  t.fill_(3.0);
+  launch(before, "k2", AOTI_DEBUG_PRINTER_RECORDS_CONTINUE);
+  record(before, "k2", "in", t, AOTI_DEBUG_PRINTER_ROLE_READ);
+  // Another view of the same memory is another tensor: read.
+  record(before, "k2", "head", head, AOTI_DEBUG_PRINTER_ROLE_READ);
+  aoti_debug_printer_records_end();
+  launch(after, "k2", 0);
+  // Any other event ends the stretch: what a tensor holds is read again.
+  launch(before, "k3", 0);
+  record(before, "k3", "in", t, AOTI_DEBUG_PRINTER_ROLE_READ);
+  aoti_debug_printer_end_run();
+  const std::string out = s.output();
+  const auto min_of = [&](const std::string& header) {
+    const size_t at = out.find(header);
+    REQUIRE(at != std::string::npos);
+    const size_t from = out.find("min=", at);
+    return out.substr(from, out.find(' ', from) - from);
+  };
+  CHECK(min_of("after_launch k1 out ") == "min=2");
+  CHECK(min_of("before_launch k2 in ") == "min=2");
+  CHECK(min_of("before_launch k2 head ") == "min=3");
+  CHECK(min_of("before_launch k3 in ") == "min=3");
+}
+
 TEST_CASE("a value's formula and its program's Inductor config reach the dump",
           "[aoti_debug_printer_tensor_computed][aoti_debug_printer_compiled_with]") {
   const aoti_debug_printer_api* api = aoti_debug_printer_get_api(AOTI_DEBUG_PRINTER_ABI_VERSION);
