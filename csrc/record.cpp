@@ -305,54 +305,34 @@ bool can_record_later(const at::Tensor& t, int64_t max_values) {
   return device::can_snapshot_later(t, takes_values(t, max_values));
 }
 
-ReadsWhileUnchanged::Read* ReadsWhileUnchanged::find(const at::Tensor& t, int64_t max_values,
-                                                     bool queued) {
-  if (t.layout() != at::kStrided || !t.has_storage()) return nullptr;
+Contents ReadsWhileUnchanged::contents(const at::Tensor& t, int64_t max_values) {
+  if (!open_ || !t.device().is_cpu() || t.layout() != at::kStrided || !t.has_storage())
+    return read_contents(t, max_values);
+  const c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
   const void* data = t.const_data_ptr();
-  for (Read& r : reads_) {
-    if ((queued ? r.landing != nullptr : r.contents.has_value()) && r.data == data &&
-        r.dtype == t.scalar_type() && r.device == t.device() && r.max_values == max_values &&
-        at::IntArrayRef(r.sizes) == t.sizes() && at::IntArrayRef(r.strides) == t.strides())
-      return &r;
+  for (const Read& r : reads_) {
+    if (r.storage._unsafe_get_target() == storage && !r.storage.expired() && r.data == data &&
+        r.dtype == t.scalar_type() && r.max_values == max_values &&
+        at::IntArrayRef(r.sizes) == t.sizes() && at::IntArrayRef(r.strides) == t.strides()) {
+      // A host tensor's values are the tensor itself (host_contents).
+      return Contents{r.stats, r.with_values ? t : at::Tensor()};
+    }
   }
-  return nullptr;
-}
-
-ReadsWhileUnchanged::Read& ReadsWhileUnchanged::add(const at::Tensor& t, int64_t max_values) {
+  Contents c = read_contents(t, max_values);
   // A stretch holds a kernel's arguments or two; a wrapper that never ends
   // one keeps only the last reads.
   constexpr size_t kMostReads = 64;
   if (reads_.size() == kMostReads) reads_.erase(reads_.begin());
-  Read& r = reads_.emplace_back();
-  r.data = t.const_data_ptr();
-  r.dtype = t.scalar_type();
-  r.device = t.device();
-  r.sizes = t.sizes();
-  r.strides = t.strides();
-  r.max_values = max_values;
-  r.storage = t.storage();
-  return r;
-}
-
-Contents ReadsWhileUnchanged::contents(const at::Tensor& t, int64_t max_values) {
-  if (const Read* r = find(t, max_values, false)) return *r->contents;
-  Contents c = read_contents(t, max_values);
-  if (t.layout() == at::kStrided && t.has_storage()) add(t, max_values).contents = c;
+  reads_.push_back(Read{t.storage().getWeakStorageImpl(), data, t.scalar_type(),
+                        at::DimVector(t.sizes()), at::DimVector(t.strides()), max_values, c.stats,
+                        c.values.defined()});
   return c;
 }
 
-std::shared_ptr<device::Landing> ReadsWhileUnchanged::landing(const at::Tensor& t,
-                                                              int64_t max_values, bool batched) {
-  if (const Read* r = find(t, max_values, true)) return r->landing;
-  std::shared_ptr<device::Landing> l =
-      device::snapshot_later(t, takes_values(t, max_values), batched);
-  if (l) add(t, max_values).landing = l;
-  return l;
-}
-
 std::unique_ptr<LateRecord> record_later(Where&& where, const at::Tensor& t, int64_t max_values,
-                                         bool json, bool batched, ReadsWhileUnchanged& reads) {
-  std::shared_ptr<device::Landing> landing = reads.landing(t, max_values, batched);
+                                         bool json, bool batched) {
+  std::shared_ptr<device::Landing> landing =
+      device::snapshot_later(t, takes_values(t, max_values), batched);
   if (!landing) return nullptr;
   return std::make_unique<DeviceRecord>(describe(std::move(where), t, Contents{}),
                                         std::move(landing), json);

@@ -4,7 +4,6 @@
 #pragma once
 
 #include "aoti_debug_printer.h"
-#include "device.h"
 #include "json.h"
 #include "output.h"
 #include "settings.h"
@@ -14,7 +13,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -98,39 +96,46 @@ Contents host_contents(const at::Tensor& host, int64_t max_values, bool with_fin
 // Metadata of `t`, with its contents.
 TensorRecord describe(Where where, const at::Tensor& t, const Contents& contents);
 
-// What the records of one stretch of a run read of their tensors, where
-// nothing can change a tensor within the stretch (the caller ends it where
-// anything may: shim.cpp, at launch events). A tensor recorded twice in it,
-// mostly one kernel's output after its launch and the next kernel's input
-// before that one's, is read once: the same memory read at the same point
-// of its stream, so the same statistics, bit for bit.
+// What the records of one stretch of a run read of their host tensors,
+// where nothing can change a tensor within the stretch (the caller ends it
+// where anything may: shim.cpp, at launch events). A tensor recorded twice
+// in it, mostly one kernel's output after its launch and the next kernel's
+// input before that one's, is read once: the same memory read at the same
+// point, so the same statistics, bit for bit. Other devices' tensors are
+// read each time (a CUDA read is a queued kernel's share of a batch).
 class ReadsWhileUnchanged {
  public:
   // read_contents(t, max_values), without a fingerprint.
   Contents contents(const at::Tensor& t, int64_t max_values);
-  // device::snapshot_later(t, takes_values(t, max_values), batched): nullptr
-  // as there.
-  std::shared_ptr<device::Landing> landing(const at::Tensor& t, int64_t max_values, bool batched);
-  // The stretch ends: whatever comes next may have changed every tensor.
-  void clear() { reads_.clear(); }
+  // A stretch begins, and the last one ends: whatever comes next may have
+  // changed every tensor.
+  void begin() {
+    reads_.clear();
+    open_ = true;
+  }
+  // Outside any stretch (outside a run's launch events: upstream's print
+  // between the built-in's kernels, a caller's own records) every record reads.
+  void end() {
+    reads_.clear();
+    open_ = false;
+  }
 
  private:
   struct Read {
-    const void* data = nullptr;
-    c10::ScalarType dtype{};
-    c10::Device device = c10::kCPU;
+    // Weak: the memory goes back to the allocator when the model frees it,
+    // as with the printer off; the storage itself stays known, so that
+    // another tensor that gets the address meanwhile is not taken for it.
+    c10::weak_intrusive_ptr<c10::StorageImpl> storage;
+    const void* data;
+    c10::ScalarType dtype;
     at::DimVector sizes, strides;
-    int64_t max_values = 0;
-    // Held, so that the memory cannot be freed and handed out again, as
-    // another tensor at the same address, within the stretch.
-    c10::Storage storage;
-    std::optional<Contents> contents;
-    std::shared_ptr<device::Landing> landing;
+    int64_t max_values;
+    // Not the values' tensor, which is `t` itself: no reference is kept.
+    TensorStats stats;
+    bool with_values;
   };
-  // The read of `t` with contents, or with a landing (`queued`), if any.
-  Read* find(const at::Tensor& t, int64_t max_values, bool queued);
-  Read& add(const at::Tensor& t, int64_t max_values);
   std::vector<Read> reads_;
+  bool open_ = false;
 };
 
 // The whole printed record of a CUDA tensor, its contents read on the GPU
@@ -140,7 +145,7 @@ class ReadsWhileUnchanged {
 // tensors can_record_later takes. `batched`: as device::snapshot_later's.
 bool can_record_later(const at::Tensor& t, int64_t max_values);
 std::unique_ptr<LateRecord> record_later(Where&& where, const at::Tensor& t, int64_t max_values,
-                                         bool json, bool batched, ReadsWhileUnchanged& reads);
+                                         bool json, bool batched);
 // A record whose contents are known, formatted where it is written (by the
 // writer thread, in its turn among the thread's records that wait).
 std::unique_ptr<LateRecord> formatted_later(TensorRecord r, bool json);

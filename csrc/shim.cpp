@@ -43,7 +43,8 @@ struct ThreadState {
   // The digest of the Inductor config the run's program was compiled with.
   std::string inductor_config;
   // What this launch event's records read, kept into the next event where
-  // the wrapper ran nothing between (AOTI_DEBUG_PRINTER_RECORDS_CONTINUE).
+  // the wrapper ran nothing between (AOTI_DEBUG_PRINTER_RECORDS_CONTINUE);
+  // none outside a run's launch events.
   ReadsWhileUnchanged reads;
 };
 thread_local ThreadState state;
@@ -76,7 +77,7 @@ void begin_run(bool with_end) {
   state.call = -1;
   state.calls.clear();
   state.inductor_config.clear();
-  state.reads.clear();
+  state.reads.end();
   guard::begin_run();
 }
 
@@ -85,7 +86,7 @@ void compiled_with(const std::string& inductor_config) { state.inductor_config =
 void end_run() {
   state.run_has_end = false;
   state.records_end_follows = false;
-  state.reads.clear();
+  state.reads.end();
   flush_records();
 }
 
@@ -117,7 +118,7 @@ std::string launch_and_check(Level compiled, Phase phase, const std::string& ker
   // kernel before, recorded after that one's launch: where the wrapper ran
   // nothing between, it is read once. Any other event may follow a change.
   if (phase != Phase::BeforeLaunch || !(flags & AOTI_DEBUG_PRINTER_RECORDS_CONTINUE))
-    state.reads.clear();
+    state.reads.begin();
   state.records_end_follows = (flags & AOTI_DEBUG_PRINTER_RECORDS_END) != 0;
   const Level runtime = runtime_level();
   const Level level = level_now(runtime, compiled);
@@ -227,13 +228,11 @@ std::unique_ptr<LateRecord> printed_later(const Settings& settings, Where&& wher
   const bool json = settings.format == Format::Jsonl;
   const bool batched = state.records_end_follows;
   std::unique_ptr<LateRecord> late =
-      record_later(std::move(where), t, settings.max_values, json, batched, state.reads);
+      record_later(std::move(where), t, settings.max_values, json, batched);
   if (!late) {
-    // The ring is full, or the stream changed: write out what waits (its
-    // slots are free once no read of this stretch keeps one), then ask again.
-    state.reads.clear();
+    // The ring is full, or the stream changed: write out what waits, then ask again.
     flush_records();
-    late = record_later(std::move(where), t, settings.max_values, json, batched, state.reads);
+    late = record_later(std::move(where), t, settings.max_values, json, batched);
   }
   return late;
 }

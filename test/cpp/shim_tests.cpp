@@ -832,12 +832,24 @@ TEST_CASE("a tensor recorded again where the wrapper ran nothing between is read
   record(before, "k2", "in", t, AOTI_DEBUG_PRINTER_ROLE_READ);
   // Another view of the same memory is another tensor: read.
   record(before, "k2", "head", head, AOTI_DEBUG_PRINTER_ROLE_READ);
+  // What the stretch keeps of a read holds no memory: a tensor freed after
+  // its record goes back to the allocator at once, as with the printer off.
+  at::Tensor freed = at::full({100}, 4.0);
+  const c10::weak_intrusive_ptr<c10::StorageImpl> storage = freed.storage().getWeakStorageImpl();
+  record(before, "k2", "freed", freed, AOTI_DEBUG_PRINTER_ROLE_READ);
+  freed.reset();
+  CHECK(storage.expired());
   aoti_debug_printer_records_end();
   launch(after, "k2", 0);
   // Any other event ends the stretch: what a tensor holds is read again.
   launch(before, "k3", 0);
   record(before, "k3", "in", t, AOTI_DEBUG_PRINTER_ROLE_READ);
   aoti_debug_printer_end_run();
+  // Outside a run's launch events (upstream's print between the built-in's
+  // kernels) every record reads.
+  aoti_torch_print_tensor_handle(handle(t), "upstream_first");
+  t.fill_(5.0);
+  aoti_torch_print_tensor_handle(handle(t), "upstream_second");
   const std::string out = s.output();
   const auto min_of = [&](const std::string& header) {
     const size_t at = out.find(header);
@@ -849,6 +861,8 @@ TEST_CASE("a tensor recorded again where the wrapper ran nothing between is read
   CHECK(min_of("before_launch k2 in ") == "min=2");
   CHECK(min_of("before_launch k2 head ") == "min=3");
   CHECK(min_of("before_launch k3 in ") == "min=3");
+  CHECK(min_of("upstream_first") == "min=3");
+  CHECK(min_of("upstream_second") == "min=5");
 }
 
 TEST_CASE("a value's formula and its program's Inductor config reach the dump",
