@@ -227,13 +227,19 @@ JsonObject json_record(const char* event, const Where& w) {
 
 at::Tensor to_host(const at::Tensor& t) { return t.device().is_cpu() ? t : t.to(at::kCPU); }
 
-Contents host_contents(const at::Tensor& host, int64_t max_values, bool with_fingerprint) {
+namespace {
+// A host tensor's contents, from its statistics: its values are the tensor
+// itself, where it is small enough and its dtype has statistics.
+Contents host_contents_of(TensorStats stats, const at::Tensor& host, int64_t max_values) {
   Contents c;
-  c.stats = compute_stats(host, with_fingerprint);
-  if (c.stats.unsupported.empty() && takes_values(host, max_values)) {
-    c.values = host;
-  }
+  c.stats = std::move(stats);
+  if (c.stats.unsupported.empty() && takes_values(host, max_values)) c.values = host;
   return c;
+}
+}  // namespace
+
+Contents host_contents(const at::Tensor& host, int64_t max_values, bool with_fingerprint) {
+  return host_contents_of(compute_stats(host, with_fingerprint), host, max_values);
 }
 
 Contents read_contents(const at::Tensor& t, int64_t max_values, bool with_fingerprint) {
@@ -312,11 +318,9 @@ Contents ReadsWhileUnchanged::contents(const at::Tensor& t, int64_t max_values) 
   const void* data = t.const_data_ptr();
   for (const Read& r : reads_) {
     if (r.storage._unsafe_get_target() == storage && !r.storage.expired() && r.data == data &&
-        r.dtype == t.scalar_type() && r.max_values == max_values &&
-        at::IntArrayRef(r.sizes) == t.sizes() && at::IntArrayRef(r.strides) == t.strides()) {
-      // A host tensor's values are the tensor itself (host_contents).
-      return Contents{r.stats, r.with_values ? t : at::Tensor()};
-    }
+        r.dtype == t.scalar_type() && at::IntArrayRef(r.sizes) == t.sizes() &&
+        at::IntArrayRef(r.strides) == t.strides())
+      return host_contents_of(r.stats, t, max_values);
   }
   Contents c = read_contents(t, max_values);
   // A stretch holds a kernel's arguments or two; a wrapper that never ends
@@ -324,8 +328,7 @@ Contents ReadsWhileUnchanged::contents(const at::Tensor& t, int64_t max_values) 
   constexpr size_t kMostReads = 64;
   if (reads_.size() == kMostReads) reads_.erase(reads_.begin());
   reads_.push_back(Read{t.storage().getWeakStorageImpl(), data, t.scalar_type(),
-                        at::DimVector(t.sizes()), at::DimVector(t.strides()), max_values, c.stats,
-                        c.values.defined()});
+                        at::DimVector(t.sizes()), at::DimVector(t.strides()), c.stats});
   return c;
 }
 

@@ -129,10 +129,9 @@ class ReadsWhileUnchanged {
     const void* data;
     c10::ScalarType dtype;
     at::DimVector sizes, strides;
-    int64_t max_values;
-    // Not the values' tensor, which is `t` itself: no reference is kept.
+    // No values: a host tensor's values are the tensor itself, and no
+    // reference to it is kept.
     TensorStats stats;
-    bool with_values;
   };
   std::vector<Read> reads_;
   bool open_ = false;

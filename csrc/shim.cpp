@@ -313,14 +313,17 @@ Stop record_and_check(Level compiled, Phase phase, Role given_role, const at::Te
   const bool unwritten_output = phase == Phase::BeforeLaunch && role == Role::Write;
   const bool guarding =
       defined && settings.guard > 0 && (phase == Phase::ModelInput || state.guarding);
-  // An argument the kernel only reads was recorded before launch, and is
-  // unchanged unless the guard says otherwise: where the guard is off, its
-  // call after the launch (most of a model's calls) copies no name.
+  // Calls that take nothing copy no name: an argument the kernel only reads
+  // was recorded before launch, and is unchanged unless the guard says
+  // otherwise (most of a model's calls, after a launch); level 3 keeps only
+  // the arguments it watches.
   const bool read_after_launch = phase == Phase::AfterLaunch && read_only;
-  if (read_after_launch && (!guarding || action == Action::Watch)) return {};
+  const bool watched = state.watching && defined && phase == Phase::BeforeLaunch;
+  if (action == Action::Watch && !watched) return {};
+  if (read_after_launch && !guarding) return {};
   Where where = where_of();
   where.role = role;
-  if (state.watching && defined && phase == Phase::BeforeLaunch) {
+  if (watched) {
     // The trap needs no copy of leftover memory; a replay saves every argument.
     state.watched.push_back(
         watch(where.arg, *t, settings.replay || (settings.trap && !unwritten_output)));
