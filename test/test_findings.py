@@ -115,6 +115,7 @@ def judge_correct_models(judged, device: str, tmp: Path) -> Judged:
         findings.PartsOfProgram(program, a),
         aoti_debug_printer.first_divergence_from_eager(program, dump=a),
         aoti_debug_printer.compare(a, b),
+        dump=a,
     )
     same = guard_changes_no_output(a.with_suffix(".pt2"), inputs, tmp)
     judged.guard_keeps_output = dict(zip(keys, same))
@@ -177,6 +178,15 @@ def test_correct_models_raise_no_alarm(name, device, judged, record_property):
     written, compared, reasons = every.found.coverage()
     assert written == compared + sum(reasons.values()) and compared >= 0.98 * written
     assert not [r for r in every.parts.unattributed(every.found) if r.node]
+    # Every value read before a kernel says what it holds: a buffer updated
+    # in place of memory nothing wrote yet (a reuse of a fresh allocation)
+    # is not yet written, and its leftover bytes are neither read nor judged.
+    unnamed = [
+        (r.kernel, r.arg)
+        for r in (d.tensor for d in load_dump(every.dump).records)
+        if r.phase is Phase.BEFORE_LAUNCH and r.stats is not None and not (r.node or r.why)
+    ]
+    assert not unnamed, [u for u in unnamed]
 
     found = every.divergence(name)
     program = every.program

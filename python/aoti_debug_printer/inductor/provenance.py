@@ -1009,20 +1009,42 @@ class Provenance:
                     self._held[name] = unknown
             return before, after
 
-        inputs = set(getattr(graph, "graph_inputs", {})) | set(getattr(graph, "constants", {}))
+        graph_inputs = set(getattr(graph, "graph_inputs", {}))
+        inputs = graph_inputs | set(getattr(graph, "constants", {}))
+
+        def given(name: str) -> str:
+            return (Reason.MODEL_INPUT if name in graph_inputs else Reason.CONSTANT).why()
+
         for name in names:
             if name in writes.defined and name not in self._held and name in in_place_of:
-                held = _read(self._held.get(in_place_of[name]), "")
+                # The buffer it is updated in place of, through every reuse:
+                # one that nothing wrote yet, nor the caller gave, holds
+                # leftover memory, which the kernel writes before it reads.
+                source = in_place_of[name]
+                seen = {name}
+                while source not in self._held and source in in_place_of and source not in seen:
+                    seen.add(source)
+                    source = in_place_of[source]
+                held = _read(self._held.get(source), "")
                 stored = self._stored(facts, name, kernel_name)
                 if stored.role == ROLE_READ:
                     # Fused away: the kernel reads its input there and
                     # stores nothing, so the buffer keeps its input's value.
                     before[name] = after[name] = self._held[name] = held
                     continue
-                before[name] = replace(held, role=ROLE_READ_WRITE)
+                if source not in self._held and source not in inputs:
+                    before[name] = Held(ROLE_WRITE, why=Reason.NOT_YET_WRITTEN.why())
+                else:
+                    before[name] = replace(held, role=ROLE_READ_WRITE)
                 after[name] = self._held[name] = replace(stored, role=ROLE_READ_WRITE)
             elif name in writes.mutated:
-                before[name] = _read(self._held.get(name), "")
+                if name in writes.defined and name not in self._held:
+                    # Defined by this kernel, which fills it before it
+                    # accumulates into it (zeros, then index_add, fused):
+                    # before launch, leftover memory.
+                    before[name] = Held(ROLE_WRITE, why=Reason.NOT_YET_WRITTEN.why())
+                else:
+                    before[name] = _read(self._held.get(name), given(name))
                 mutator = writes.mutated_by.get(name)
                 node, why, formula = (
                     facts.value_after(name, mutator)
@@ -1037,8 +1059,7 @@ class Provenance:
                 before[name] = Held(ROLE_WRITE, why=Reason.NOT_YET_WRITTEN.why())
                 after[name] = self._held[name] = self._stored(facts, name, kernel_name)
             else:
-                why = (Reason.MODEL_INPUT if name in inputs else Reason.CONSTANT).why()
-                before[name] = after[name] = _read(self._held.get(name), why)
+                before[name] = after[name] = _read(self._held.get(name), given(name))
         return before, after
 
     @staticmethod
