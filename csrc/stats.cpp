@@ -148,6 +148,52 @@ __attribute__((always_inline)) inline int64_t block_by_lanes(Partial<double>& p,
   return fold_lanes<1, 1>(p, s1, s2, mn, mx, am, fin, zero);
 }
 
+// The same block where every value is finite, as nearly every block is:
+// no mask per element, and each lane's absmax from its extremes, which give
+// it exactly. Each sum, extreme and count is made as block_by_lanes makes
+// it, so the results are its own, bit for bit. Returns false, having
+// changed nothing, where the block holds a NaN or an Inf: that value's lane
+// sum is then not finite (finite values never make it so), and
+// block_by_lanes takes the block again.
+template <typename scalar_t>
+__attribute__((always_inline)) inline bool finite_block_by_lanes(Partial<double>& p,
+                                                                 const scalar_t* x, int64_t begin,
+                                                                 int64_t end, int64_t& finite) {
+  using V = value_t<scalar_t>;
+  constexpr V inf = std::numeric_limits<V>::infinity();
+  const double shift = static_cast<double>(static_cast<V>(p.shift));
+  double s1[kLanes] = {}, s2[kLanes] = {};
+  V mn[kLanes], mx[kLanes];
+  int32_t zero[kLanes] = {};
+  for (int l = 0; l < kLanes; ++l) {
+    mn[l] = inf;
+    mx[l] = -inf;
+  }
+  for (int64_t i = begin; i < end; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) {
+      const V v = static_cast<V>(x[i + l]);
+      const double d = static_cast<double>(v) - shift;
+      s1[l] += d;
+      s2[l] += d * d;
+      mn[l] = v < mn[l] ? v : mn[l];
+      mx[l] = v > mx[l] ? v : mx[l];
+      zero[l] += v == 0;
+    }
+  }
+  bool all_finite = true;
+  for (int l = 0; l < kLanes; ++l) all_finite &= std::isfinite(s1[l]);
+  if (!all_finite) return false;
+  V am[kLanes];
+  int32_t fin[kLanes];
+  for (int l = 0; l < kLanes; ++l) {
+    const V low = mn[l] < 0 ? -mn[l] : mn[l], high = mx[l] < 0 ? -mx[l] : mx[l];
+    am[l] = high > low ? high : low;
+    fin[l] = static_cast<int32_t>((end - begin) / kLanes);
+  }
+  finite = fold_lanes<1, 1>(p, s1, s2, mn, mx, am, fin, zero);
+  return true;
+}
+
 template <typename T, int N>
 struct Vector {
   typedef T type __attribute__((vector_size(N * sizeof(T))));
@@ -225,7 +271,7 @@ __attribute__((always_inline)) inline void accumulate_run(Partial<double>& p, co
     int64_t finite;
     if constexpr (by_vectors) {
       finite = block_by_vectors(p, x, begin, i);
-    } else {
+    } else if (!finite_block_by_lanes(p, x, begin, i, finite)) {
       finite = block_by_lanes(p, x, begin, i);
     }
     p.finite += finite;
@@ -291,41 +337,29 @@ uint64_t fingerprint_run(const char* ptr, int64_t n, int64_t stride, const char*
   return sum;
 }
 
+// One row of `n` elements `stride` bytes apart into `p`; with a fingerprint,
+// in slices small enough to be read a second time from cache.
 template <typename scalar_t>
-TensorStats reduce(at::TensorIterator& iter, bool with_fingerprint, const char* base) {
-  using E = exact_t<scalar_t>;
-  std::mutex mu;
-  // Chunks run serially inside, in parallel across chunks; the partials are
-  // merged below in a fixed order so results do not depend on scheduling.
-  std::vector<std::pair<int64_t, Partial<E>>> ordered;
-  at::parallel_for(0, iter.numel(), at::internal::GRAIN_SIZE, [&](int64_t begin, int64_t end) {
-    Partial<E> p;
-    iter.serial_for_each(
-        [&](char** data, const int64_t* strides, int64_t size0, int64_t size1) {
-          // With a fingerprint, rows go in slices small enough to be read a
-          // second time from cache.
-          const int64_t slice = with_fingerprint ? kBlock : size0;
-          for (int64_t j = 0; j < size1; ++j) {
-            for (int64_t s = 0; s < size0; s += slice) {
-              const int64_t n = std::min(slice, size0 - s);
-              const char* ptr = data[0] + j * strides[1] + s * strides[0];
-              if (!(strides[0] == sizeof(scalar_t) && vectorized_run<scalar_t>(p, ptr, n))) {
-                for (int64_t i = 0; i < n; ++i) {
-                  accumulate<scalar_t>(p, *reinterpret_cast<const scalar_t*>(ptr + i * strides[0]));
-                }
-              }
-              if (with_fingerprint)
-                p.fingerprint += fingerprint_run<scalar_t>(ptr, n, strides[0], base);
-            }
-          }
-        },
-        {begin, end});
-    std::lock_guard<std::mutex> lock(mu);
-    ordered.emplace_back(begin, p);
-  });
-  std::sort(ordered.begin(), ordered.end(),
-            [](const auto& a, const auto& b) { return a.first < b.first; });
+void accumulate_row(Partial<exact_t<scalar_t>>& p, const char* row, int64_t n, int64_t stride,
+                    bool with_fingerprint, const char* base) {
+  const int64_t slice = with_fingerprint ? kBlock : n;
+  for (int64_t s = 0; s < n; s += slice) {
+    const int64_t m = std::min(slice, n - s);
+    const char* ptr = row + s * stride;
+    if (!(stride == sizeof(scalar_t) && vectorized_run<scalar_t>(p, ptr, m))) {
+      for (int64_t i = 0; i < m; ++i) {
+        accumulate<scalar_t>(p, *reinterpret_cast<const scalar_t*>(ptr + i * stride));
+      }
+    }
+    if (with_fingerprint) p.fingerprint += fingerprint_run<scalar_t>(ptr, m, stride, base);
+  }
+}
 
+// The statistics of the chunks' partials, in the tensor's order.
+template <typename scalar_t>
+TensorStats merged(c10::ArrayRef<std::pair<int64_t, Partial<exact_t<scalar_t>>>> ordered,
+                   bool with_fingerprint) {
+  using E = exact_t<scalar_t>;
   TensorStats s;
   int64_t n = 0;
   double mean = 0, m2 = 0;
@@ -364,6 +398,42 @@ TensorStats reduce(at::TensorIterator& iter, bool with_fingerprint, const char* 
   s.of_modulus = c10::is_complex<scalar_t>::value;
   if (with_fingerprint) s.fingerprint = fingerprint;  // finished by the caller
   return s;
+}
+
+template <typename scalar_t>
+TensorStats reduce(at::TensorIterator& iter, bool with_fingerprint, const char* base) {
+  using E = exact_t<scalar_t>;
+  std::mutex mu;
+  // Chunks run serially inside, in parallel across chunks; the partials are
+  // merged below in a fixed order so results do not depend on scheduling.
+  std::vector<std::pair<int64_t, Partial<E>>> ordered;
+  at::parallel_for(0, iter.numel(), at::internal::GRAIN_SIZE, [&](int64_t begin, int64_t end) {
+    Partial<E> p;
+    iter.serial_for_each(
+        [&](char** data, const int64_t* strides, int64_t size0, int64_t size1) {
+          for (int64_t j = 0; j < size1; ++j) {
+            accumulate_row<scalar_t>(p, data[0] + j * strides[1], size0, strides[0],
+                                     with_fingerprint, base);
+          }
+        },
+        {begin, end});
+    std::lock_guard<std::mutex> lock(mu);
+    ordered.emplace_back(begin, p);
+  });
+  std::sort(ordered.begin(), ordered.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  return merged<scalar_t>(ordered, with_fingerprint);
+}
+
+// A contiguous tensor of one chunk's elements at most, as reduce takes it
+// (its iterator coalesces it into one row, which parallel_for runs as one
+// chunk), without building the iterator: a record of a small activation
+// or weight costs about that much again.
+template <typename scalar_t>
+TensorStats reduce_one_chunk(const char* base, int64_t numel, bool with_fingerprint) {
+  std::pair<int64_t, Partial<exact_t<scalar_t>>> chunk{0, {}};
+  accumulate_row<scalar_t>(chunk.second, base, numel, sizeof(scalar_t), with_fingerprint, base);
+  return merged<scalar_t>(chunk, with_fingerprint);
 }
 
 template <typename scalar_t>
@@ -409,11 +479,18 @@ TensorStats compute_stats(const at::Tensor& host, bool with_fingerprint) {
       if (with_fingerprint) s.fingerprint = 0;
       s.mean = s.std = std::numeric_limits<double>::quiet_NaN();
     } else {
-      auto iter = read_only_iterator(host);
       const auto* base = static_cast<const char*>(host.const_data_ptr());
-      AT_DISPATCH_V2(host.scalar_type(), "aoti_debug_printer_stats",
-                     AT_WRAP([&] { s = reduce<scalar_t>(iter, with_fingerprint, base); }),
-                     AOTI_DEBUG_PRINTER_DTYPES);
+      if (host.is_contiguous() && numel <= at::internal::GRAIN_SIZE) {
+        AT_DISPATCH_V2(host.scalar_type(), "aoti_debug_printer_stats", AT_WRAP([&] {
+                         s = reduce_one_chunk<scalar_t>(base, numel, with_fingerprint);
+                       }),
+                       AOTI_DEBUG_PRINTER_DTYPES);
+      } else {
+        auto iter = read_only_iterator(host);
+        AT_DISPATCH_V2(host.scalar_type(), "aoti_debug_printer_stats",
+                       AT_WRAP([&] { s = reduce<scalar_t>(iter, with_fingerprint, base); }),
+                       AOTI_DEBUG_PRINTER_DTYPES);
+      }
     }
   } catch (const c10::NotImplementedError&) {
     // Quantized, packed sub-byte and bit types have no numeric value per element.
