@@ -186,7 +186,7 @@ def test_correct_models_raise_no_alarm(name, device, judged, record_property):
         for r in (d.tensor for d in load_dump(every.dump).records)
         if r.phase is Phase.BEFORE_LAUNCH and r.stats is not None and not (r.node or r.why)
     ]
-    assert not unnamed, [u for u in unnamed]
+    assert not unnamed, unnamed
 
     found = every.divergence(name)
     program = every.program
