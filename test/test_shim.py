@@ -92,6 +92,11 @@ def test_stats_nonfinite(dtype):
     big[:20] = math.nan  # the shift is taken after these
     check(big.to(dtype))
     check(big.to(dtype)[1::3])  # strided: the scalar path, same answers
+    # Blocks of finite values beside one that holds a NaN and an Inf: each
+    # block is summed by its own loop (docs/internals.md), one answer.
+    mixed = torch.randn(100_000, dtype=torch.float64)
+    mixed[40_000], mixed[40_001] = math.nan, -math.inf
+    check(mixed.to(dtype))
 
 
 @pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
