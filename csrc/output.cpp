@@ -278,6 +278,7 @@ class ThisThread {
       // locks a thread of the parent held; it is left untouched.
       new std::shared_ptr<Queue>(std::move(queue_));
       new std::vector<Waiting>(std::move(unpublished_));
+      held_.clear();  // the parent's to write
       queue_ = std::make_shared<Queue>();
       registered_ = false;
       made_at_fork_ = forks.load();
@@ -298,6 +299,19 @@ class ThisThread {
     queue();  // a child after a fork leaves the parent's alone
     return unpublished_;
   }
+  // Texts of this thread's launch event held to be written together, and
+  // their output; only while nothing of this thread waits for the GPU (an
+  // emit_later releases them first), so they are always the oldest.
+  std::string& held() {
+    queue();  // a child after a fork leaves the parent's alone
+    return held_;
+  }
+  std::string held_output;
+  void release_held() {
+    if (held().empty()) return;
+    write_out(held_output, held_);
+    held_.clear();
+  }
   // Hands the unpublished records to the queue, the writer thread's to
   // write: one lock for all of them.
   void publish() {
@@ -313,6 +327,7 @@ class ThisThread {
   }
   ~ThisThread() {
     try {
+      release_held();
       publish();
       queue().drain(true);
       if (registered_) Writer::get().remove(queue_.get());
@@ -327,6 +342,7 @@ class ThisThread {
  private:
   std::shared_ptr<Queue> queue_ = std::make_shared<Queue>();
   std::vector<Waiting> unpublished_;
+  std::string held_;
   bool registered_ = false;
   int made_at_fork_ = forks.load();
 };
@@ -335,6 +351,7 @@ thread_local ThisThread this_thread;
 }  // namespace
 
 void emit(const std::string& output, const std::string& text) {
+  this_thread.release_held();
   if (std::vector<Waiting>& unpublished = this_thread.unpublished(); !unpublished.empty()) {
     unpublished.push_back({output, text, nullptr});  // behind this thread's records
     return;
@@ -351,7 +368,27 @@ void emit(const std::string& output, const std::string& text) {
   write_out(output, text);
 }
 
+void emit_held(const std::string& output, const std::string& text) {
+  std::string& held = this_thread.held();
+  if (held.empty() || this_thread.held_output == output) {
+    if (held.empty()) {
+      // Only where nothing of this thread waits: else behind what does.
+      if (!this_thread.unpublished().empty() || !this_thread.queue().empty()) {
+        emit(output, text);
+        return;
+      }
+      this_thread.held_output = output;
+    }
+    held += text;
+    return;
+  }
+  emit(output, text);  // another output: what is held goes first
+}
+
+void release_held_records() { this_thread.release_held(); }
+
 void emit_later(const std::string& output, std::unique_ptr<LateRecord> record) {
+  this_thread.release_held();
   std::vector<Waiting>& unpublished = this_thread.unpublished();
   unpublished.push_back({output, "", std::move(record)});
   // A caller that takes no launch event still has them written as it goes.
@@ -361,12 +398,14 @@ void emit_later(const std::string& output, std::unique_ptr<LateRecord> record) {
 void publish_records() { this_thread.publish(); }
 
 void flush_records() {
+  this_thread.release_held();
   this_thread.publish();
   this_thread.queue().drain(true);
 }
 
 bool records_waiting() {
-  return !this_thread.unpublished().empty() || !this_thread.queue().empty();
+  return !this_thread.held().empty() || !this_thread.unpublished().empty() ||
+         !this_thread.queue().empty();
 }
 
 namespace {

@@ -15,6 +15,12 @@ namespace aoti_debug_printer {
 // thread has records waiting for the GPU (emit_later), the text waits behind
 // them: a thread's records come out in the order they were taken.
 void emit(const std::string& output, const std::string& text);
+// As emit, but the text may be held with the rest of this thread's launch
+// event, to be written with them in one write by release_held_records. The
+// caller releases them before anything else can run (the event's
+// records_end): a record is still out before the kernel that follows it.
+void emit_held(const std::string& output, const std::string& text);
+void release_held_records();
 
 // A record whose text exists only once the GPU has computed its contents.
 class LateRecord {

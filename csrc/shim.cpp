@@ -92,6 +92,7 @@ void end_run() {
 
 void records_end() {
   state.records_end_follows = false;
+  release_held_records();
   device::launch_batch();
   publish_records();
 }
@@ -110,8 +111,10 @@ std::string launch_and_check(Level compiled, Phase phase, const std::string& ker
   // unless the last event's records continue into this one's. Only the
   // records of an event that said RECORDS_END, and has not been ended, wait
   // there: otherwise the batch is empty, and its lock is not taken.
-  if (state.records_end_follows && !(flags & AOTI_DEBUG_PRINTER_RECORDS_CONTINUE))
+  if (state.records_end_follows && !(flags & AOTI_DEBUG_PRINTER_RECORDS_CONTINUE)) {
+    release_held_records();
     device::launch_batch();
+  }
   // This thread's records so far go to the writer thread: one lock for them all.
   publish_records();
   // A kernel's input recorded before its launch is mostly the output of the
@@ -237,6 +240,17 @@ std::unique_ptr<LateRecord> printed_later(const Settings& settings, Where&& wher
   return late;
 }
 
+// A record's text, written now, or, where it may wait (`later`) and the
+// launch event's records end in records_end (before its kernel runs),
+// written with the event's other records there: one write, not one each.
+void written(const std::string& output, const std::string& text, bool later) {
+  if (later && state.records_end_follows) {
+    emit_held(output, text);
+  } else {
+    emit(output, text);
+  }
+}
+
 // The record itself: statistics printed, or a snapshot saved. Returns the
 // statistics, for the trap, with the guard's fingerprint when asked for.
 // With `later`, a printed record may be written once its statistics land
@@ -259,7 +273,7 @@ TensorStats write_record(Action action, const Settings& settings, Where& where, 
       // thread's records, and off the model's thread (one per kernel output).
       emit_later(settings.output, formatted_later(describe(std::move(where), t, unwritten), json));
     } else {
-      emit(settings.output, format_record(describe(where, t, unwritten), json));
+      written(settings.output, format_record(describe(where, t, unwritten), json), later);
     }
     return {};
   }
@@ -281,7 +295,7 @@ TensorStats write_record(Action action, const Settings& settings, Where& where, 
     r = describe(where, t,
                  with_fingerprint ? read_contents(t, settings.max_values, true)
                                   : state.reads.contents(t, settings.max_values));
-    emit(settings.output, format_record(r, json));
+    written(settings.output, format_record(r, json), later);
   }
   return r.stats;
 }

@@ -805,6 +805,60 @@ TEST_CASE("records ended by records_end, continued or not, are the records witho
   CHECK(run_of(&v6, end, end | AOTI_DEBUG_PRINTER_RECORDS_CONTINUE) == plain);
 }
 
+TEST_CASE("a launch event's host records are written together, before its kernel",
+          "[aoti_debug_printer_records_end]") {
+  Scratch s;
+  at::Tensor t = at::full({100}, 2.0);
+  at::Tensor u = at::full({3}, 1.0);
+  const auto record = [](int32_t phase, const char* kernel, const char* arg, at::Tensor& x,
+                         int32_t role) {
+    aoti_debug_printer_tensor_held(AOTI_DEBUG_PRINTER_LEVEL_PRINT, phase, kernel, arg, "", "", role,
+                                   handle(x));
+  };
+  const auto launch = [](int32_t phase, const char* kernel, int32_t flags) {
+    aoti_debug_printer_launch_at_level(AOTI_DEBUG_PRINTER_LEVEL_PRINT, phase, kernel, flags);
+  };
+  const auto has = [&](const std::string& header) {
+    return s.output().find(header) != std::string::npos;
+  };
+  constexpr int32_t before = AOTI_DEBUG_PRINTER_BEFORE_LAUNCH;
+  constexpr int32_t after = AOTI_DEBUG_PRINTER_AFTER_LAUNCH;
+  constexpr int32_t read = AOTI_DEBUG_PRINTER_ROLE_READ;
+  constexpr int32_t end = AOTI_DEBUG_PRINTER_RECORDS_END;
+  aoti_debug_printer_begin_run_with_end();
+  launch(before, "k1", end);
+  record(before, "k1", "t", t, read);
+  record(before, "k1", "u", u, read);
+  // Held with the rest of the event: records_end, which generated code calls
+  // before the kernel, writes them, in order.
+  CHECK_FALSE(has("before_launch k1 t "));
+  aoti_debug_printer_records_end();
+  const std::string out = s.output();
+  REQUIRE(out.find("before_launch k1 t ") != std::string::npos);
+  CHECK(out.find("before_launch k1 u ") > out.find("before_launch k1 t "));
+  // Records that continue into the next event are held into it, and an
+  // event that follows without continuing writes what is held.
+  launch(after, "k1", end);
+  record(after, "k1", "t", t, AOTI_DEBUG_PRINTER_ROLE_WRITE);
+  launch(before, "k2", end | AOTI_DEBUG_PRINTER_RECORDS_CONTINUE);
+  record(before, "k2", "t", t, read);
+  CHECK_FALSE(has("after_launch k1 t "));
+  launch(after, "k2", 0);
+  CHECK(has("after_launch k1 t "));
+  CHECK(has("before_launch k2 t "));
+  // An event whose records no records_end follows writes each at once.
+  record(after, "k2", "t", t, AOTI_DEBUG_PRINTER_ROLE_WRITE);
+  CHECK(has("after_launch k2 t "));
+  aoti_debug_printer_end_run();
+  // So does a run without an end, whose records never wait.
+  aoti_debug_printer_begin_run();
+  launch(before, "k3", end);
+  record(before, "k3", "t", t, read);
+  CHECK(has("before_launch k3 t "));
+  aoti_debug_printer_records_end();
+  aoti_debug_printer_end_run();
+}
+
 TEST_CASE("a tensor recorded again where the wrapper ran nothing between is read once",
           "[aoti_debug_printer_launch_at_level]") {
   Scratch s;
