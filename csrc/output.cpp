@@ -299,17 +299,28 @@ class ThisThread {
     queue();  // a child after a fork leaves the parent's alone
     return unpublished_;
   }
-  // Texts of this thread's launch event held to be written together, and
-  // their output; only while nothing of this thread waits for the GPU (an
-  // emit_later releases them first), so they are always the oldest.
-  std::string& held() {
+  // Texts of this thread's launch event, held to be written together to
+  // one output. Only while nothing of this thread waits (an emit_later
+  // releases them first), so that they are always its oldest.
+  bool holds() {
     queue();  // a child after a fork leaves the parent's alone
-    return held_;
+    return !held_.empty();
   }
-  std::string held_output;
+  // Holds `text` behind what is held; false where it cannot (another
+  // output's texts are held, or records of this thread wait).
+  bool hold(const std::string& output, const std::string& text) {
+    if (!holds()) {
+      if (!unpublished_.empty() || !queue_->empty()) return false;
+      held_output_ = output;
+    } else if (held_output_ != output) {
+      return false;
+    }
+    held_ += text;
+    return true;
+  }
   void release_held() {
-    if (held().empty()) return;
-    write_out(held_output, held_);
+    if (!holds()) return;
+    write_out(held_output_, held_);
     held_.clear();
   }
   // Hands the unpublished records to the queue, the writer thread's to
@@ -342,7 +353,7 @@ class ThisThread {
  private:
   std::shared_ptr<Queue> queue_ = std::make_shared<Queue>();
   std::vector<Waiting> unpublished_;
-  std::string held_;
+  std::string held_, held_output_;
   bool registered_ = false;
   int made_at_fork_ = forks.load();
 };
@@ -369,20 +380,8 @@ void emit(const std::string& output, const std::string& text) {
 }
 
 void emit_held(const std::string& output, const std::string& text) {
-  std::string& held = this_thread.held();
-  if (held.empty() || this_thread.held_output == output) {
-    if (held.empty()) {
-      // Only where nothing of this thread waits: else behind what does.
-      if (!this_thread.unpublished().empty() || !this_thread.queue().empty()) {
-        emit(output, text);
-        return;
-      }
-      this_thread.held_output = output;
-    }
-    held += text;
-    return;
-  }
-  emit(output, text);  // another output: what is held goes first
+  // Else at once, behind what waits (emit writes what is held first).
+  if (!this_thread.hold(output, text)) emit(output, text);
 }
 
 void release_held_records() { this_thread.release_held(); }
@@ -404,8 +403,7 @@ void flush_records() {
 }
 
 bool records_waiting() {
-  return !this_thread.held().empty() || !this_thread.unpublished().empty() ||
-         !this_thread.queue().empty();
+  return this_thread.holds() || !this_thread.unpublished().empty() || !this_thread.queue().empty();
 }
 
 namespace {
