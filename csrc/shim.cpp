@@ -90,10 +90,18 @@ void end_run() {
   flush_records();
 }
 
-void records_end() {
-  state.records_end_follows = false;
+namespace {
+// What the launch event's records left waiting goes out: host records'
+// texts, held to be written together, and the device's batch.
+void records_out() {
   release_held_records();
   device::launch_batch();
+}
+}  // namespace
+
+void records_end() {
+  state.records_end_follows = false;
+  records_out();
   publish_records();
 }
 
@@ -107,14 +115,11 @@ Action effective_action(Level compiled, Phase phase, Level runtime) {
 
 std::string launch_and_check(Level compiled, Phase phase, const std::string& kernel,
                              int32_t flags) {
-  // Whatever waits in the batch goes before this kernel may change it,
+  // Whatever waits (held texts, the batch) goes before this kernel may change it,
   // unless the last event's records continue into this one's. Only the
   // records of an event that said RECORDS_END, and has not been ended, wait
   // there: otherwise the batch is empty, and its lock is not taken.
-  if (state.records_end_follows && !(flags & AOTI_DEBUG_PRINTER_RECORDS_CONTINUE)) {
-    release_held_records();
-    device::launch_batch();
-  }
+  if (state.records_end_follows && !(flags & AOTI_DEBUG_PRINTER_RECORDS_CONTINUE)) records_out();
   // This thread's records so far go to the writer thread: one lock for them all.
   publish_records();
   // A kernel's input recorded before its launch is mostly the output of the

@@ -480,17 +480,16 @@ TensorStats compute_stats(const at::Tensor& host, bool with_fingerprint) {
       s.mean = s.std = std::numeric_limits<double>::quiet_NaN();
     } else {
       const auto* base = static_cast<const char*>(host.const_data_ptr());
-      if (host.is_contiguous() && numel <= at::internal::GRAIN_SIZE) {
-        AT_DISPATCH_V2(host.scalar_type(), "aoti_debug_printer_stats", AT_WRAP([&] {
+      const bool one_chunk = host.is_contiguous() && numel <= at::internal::GRAIN_SIZE;
+      AT_DISPATCH_V2(host.scalar_type(), "aoti_debug_printer_stats", AT_WRAP([&] {
+                       if (one_chunk) {
                          s = reduce_one_chunk<scalar_t>(base, numel, with_fingerprint);
-                       }),
-                       AOTI_DEBUG_PRINTER_DTYPES);
-      } else {
-        auto iter = read_only_iterator(host);
-        AT_DISPATCH_V2(host.scalar_type(), "aoti_debug_printer_stats",
-                       AT_WRAP([&] { s = reduce<scalar_t>(iter, with_fingerprint, base); }),
-                       AOTI_DEBUG_PRINTER_DTYPES);
-      }
+                       } else {
+                         auto iter = read_only_iterator(host);
+                         s = reduce<scalar_t>(iter, with_fingerprint, base);
+                       }
+                     }),
+                     AOTI_DEBUG_PRINTER_DTYPES);
     }
   } catch (const c10::NotImplementedError&) {
     // Quantized, packed sub-byte and bit types have no numeric value per element.
