@@ -973,6 +973,11 @@ std::shared_ptr<Landing> snapshot_later(const at::Tensor& t, bool with_values, b
   return l;
 }
 
+bool serves_for(const Landing& l, const at::Tensor& t, bool with_values) {
+  return l.with_values == with_values && l.dtype == t.scalar_type() &&
+         l.stream == c10::cuda::getCurrentCUDAStream(t.device().index()).stream();
+}
+
 void launch_batch() { launch_batch_of(*this_thread_ring()); }
 
 bool landed(const Landing& l) {

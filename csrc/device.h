@@ -44,6 +44,10 @@ bool can_snapshot_later(const at::Tensor& t, bool with_values);
 // change `t`; waiting for a Landing (wait_for) launches it too. Until then
 // the batch keeps a reference to `t`, which may be released meanwhile.
 std::shared_ptr<Landing> snapshot_later(const at::Tensor& t, bool with_values, bool batched);
+// Whether `l`, a snapshot of memory that nothing changed since, serves as a
+// snapshot_later(t, with_values) now: queued on `t`'s current stream, with
+// values where these would be.
+bool serves_for(const Landing& l, const at::Tensor& t, bool with_values);
 // Launches this thread's batch: one launch per dtype in it, each computing
 // every tensor's statistics exactly as its own launch would have.
 void launch_batch();

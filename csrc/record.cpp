@@ -311,31 +311,52 @@ bool can_record_later(const at::Tensor& t, int64_t max_values) {
   return device::can_snapshot_later(t, takes_values(t, max_values));
 }
 
-Contents ReadsWhileUnchanged::contents(const at::Tensor& t, int64_t max_values) {
-  if (!open_ || !t.device().is_cpu() || t.layout() != at::kStrided || !t.has_storage())
-    return read_contents(t, max_values);
+const ReadsWhileUnchanged::Read* ReadsWhileUnchanged::find(const at::Tensor& t) const {
+  if (!open_ || t.layout() != at::kStrided || !t.has_storage()) return nullptr;
   const c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
   const void* data = t.const_data_ptr();
   for (const Read& r : reads_) {
     if (r.storage._unsafe_get_target() == storage && !r.storage.expired() && r.data == data &&
         r.dtype == t.scalar_type() && at::IntArrayRef(r.sizes) == t.sizes() &&
         at::IntArrayRef(r.strides) == t.strides())
-      return host_contents_of(r.stats, t, max_values);
+      return &r;
   }
-  Contents c = read_contents(t, max_values);
+  return nullptr;
+}
+
+void ReadsWhileUnchanged::add(const at::Tensor& t, TensorStats stats,
+                              std::shared_ptr<device::Landing> landing) {
+  if (!open_ || t.layout() != at::kStrided || !t.has_storage()) return;
   // A stretch holds a kernel's arguments or two; a wrapper that never ends
   // one keeps only the last reads.
   constexpr size_t kMostReads = 64;
   if (reads_.size() == kMostReads) reads_.erase(reads_.begin());
-  reads_.push_back(Read{t.storage().getWeakStorageImpl(), data, t.scalar_type(),
-                        at::DimVector(t.sizes()), at::DimVector(t.strides()), c.stats});
+  reads_.push_back(Read{t.storage().getWeakStorageImpl(), t.const_data_ptr(), t.scalar_type(),
+                        at::DimVector(t.sizes()), at::DimVector(t.strides()), std::move(stats),
+                        std::move(landing)});
+}
+
+Contents ReadsWhileUnchanged::contents(const at::Tensor& t, int64_t max_values) {
+  if (!t.device().is_cpu()) return read_contents(t, max_values);
+  if (const Read* r = find(t)) return host_contents_of(r->stats, t, max_values);
+  Contents c = read_contents(t, max_values);
+  add(t, c.stats, nullptr);
   return c;
 }
 
+std::shared_ptr<device::Landing> ReadsWhileUnchanged::landing(const at::Tensor& t,
+                                                              int64_t max_values, bool batched) {
+  const bool with_values = takes_values(t, max_values);
+  if (const Read* r = find(t); r && r->landing && device::serves_for(*r->landing, t, with_values))
+    return r->landing;
+  std::shared_ptr<device::Landing> l = device::snapshot_later(t, with_values, batched);
+  if (l) add(t, {}, l);
+  return l;
+}
+
 std::unique_ptr<LateRecord> record_later(Where&& where, const at::Tensor& t, int64_t max_values,
-                                         bool json, bool batched) {
-  std::shared_ptr<device::Landing> landing =
-      device::snapshot_later(t, takes_values(t, max_values), batched);
+                                         bool json, bool batched, ReadsWhileUnchanged& reads) {
+  std::shared_ptr<device::Landing> landing = reads.landing(t, max_values, batched);
   if (!landing) return nullptr;
   return std::make_unique<DeviceRecord>(describe(std::move(where), t, Contents{}),
                                         std::move(landing), json);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "aoti_debug_printer.h"
+#include "device.h"
 #include "json.h"
 #include "output.h"
 #include "settings.h"
@@ -96,17 +97,21 @@ Contents host_contents(const at::Tensor& host, int64_t max_values, bool with_fin
 // Metadata of `t`, with its contents.
 TensorRecord describe(Where where, const at::Tensor& t, const Contents& contents);
 
-// What the records of one stretch of a run read of their host tensors,
-// where nothing can change a tensor within the stretch (the caller ends it
-// where anything may: shim.cpp, at launch events). A tensor recorded twice
-// in it, mostly one kernel's output after its launch and the next kernel's
-// input before that one's, is read once: the same memory read at the same
-// point, so the same statistics, bit for bit. Other devices' tensors are
-// read each time (a CUDA read is a queued kernel's share of a batch).
+// What the records of one stretch of a run read, where nothing can change a
+// tensor within the stretch (the caller ends it where anything may:
+// shim.cpp, at launch events). A tensor recorded twice in it, mostly one
+// kernel's output after its launch and the next kernel's input before that
+// one's, is read once: the same memory read at the same point of its
+// stream, so the same statistics, bit for bit.
 class ReadsWhileUnchanged {
  public:
-  // read_contents(t, max_values), without a fingerprint.
+  // read_contents(t, max_values), without a fingerprint. Host tensors only
+  // are shared: other devices' tensors are read each time.
   Contents contents(const at::Tensor& t, int64_t max_values);
+  // device::snapshot_later(t, takes_values(t, max_values), batched), or the
+  // snapshot of the same memory queued earlier in the stretch; nullptr as
+  // there.
+  std::shared_ptr<device::Landing> landing(const at::Tensor& t, int64_t max_values, bool batched);
   // A stretch begins, and the last one ends: whatever comes next may have
   // changed every tensor.
   void begin() {
@@ -119,6 +124,9 @@ class ReadsWhileUnchanged {
     reads_.clear();
     open_ = false;
   }
+  // Lets go of what was read (the snapshots' slots of the ring, which a
+  // full ring needs back), the stretch open or not as it was.
+  void forget() { reads_.clear(); }
 
  private:
   struct Read {
@@ -129,10 +137,15 @@ class ReadsWhileUnchanged {
     const void* data;
     c10::ScalarType dtype;
     at::DimVector sizes, strides;
-    // No values: a host tensor's values are the tensor itself, and no
-    // reference to it is kept.
+    // A host tensor's statistics (no values: they are the tensor itself,
+    // and no reference to it is kept)...
     TensorStats stats;
+    // ...or a CUDA tensor's queued snapshot, which holds no tensor either.
+    std::shared_ptr<device::Landing> landing;
   };
+  // The read of the memory `t` views, as `t` views it, if any.
+  const Read* find(const at::Tensor& t) const;
+  void add(const at::Tensor& t, TensorStats stats, std::shared_ptr<device::Landing> landing);
   std::vector<Read> reads_;
   bool open_ = false;
 };
@@ -144,7 +157,7 @@ class ReadsWhileUnchanged {
 // tensors can_record_later takes. `batched`: as device::snapshot_later's.
 bool can_record_later(const at::Tensor& t, int64_t max_values);
 std::unique_ptr<LateRecord> record_later(Where&& where, const at::Tensor& t, int64_t max_values,
-                                         bool json, bool batched);
+                                         bool json, bool batched, ReadsWhileUnchanged& reads);
 // A record whose contents are known, formatted where it is written (by the
 // writer thread, in its turn among the thread's records that wait).
 std::unique_ptr<LateRecord> formatted_later(TensorRecord r, bool json);

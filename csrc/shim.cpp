@@ -236,11 +236,13 @@ std::unique_ptr<LateRecord> printed_later(const Settings& settings, Where&& wher
   const bool json = settings.format == Format::Jsonl;
   const bool batched = state.records_end_follows;
   std::unique_ptr<LateRecord> late =
-      record_later(std::move(where), t, settings.max_values, json, batched);
+      record_later(std::move(where), t, settings.max_values, json, batched, state.reads);
   if (!late) {
-    // The ring is full, or the stream changed: write out what waits, then ask again.
+    // The ring is full, or the stream changed: write out what waits, and let
+    // go of the stretch's reads (their slots), then ask again.
+    state.reads.forget();
     flush_records();
-    late = record_later(std::move(where), t, settings.max_values, json, batched);
+    late = record_later(std::move(where), t, settings.max_values, json, batched, state.reads);
   }
   return late;
 }

@@ -599,6 +599,52 @@ def test_records_that_continue_into_the_next_event_keep_their_tensors(records):
     assert [(r["arg"], r["stats"]["mean"]) for r in records()] == [("t", 3.0), ("u", 7.0)]
 
 
+def test_a_tensor_recorded_again_where_nothing_ran_between_is_read_once(records):
+    """As on the host (Catch2's [aoti_debug_printer_launch_at_level] case): a
+    kernel's output recorded after its launch and the next kernel's input
+    before its own, with nothing run between (RECORDS_CONTINUE), share one
+    queued read. Another view, a freed tensor's address handed out again,
+    and the next event are read again."""
+    length = (3 << 18) + 37  # a size of its own in the caching allocator
+    t = torch.full((length,), 2.0, device="cuda")
+    head = t[: length // 2]
+    p, before, after, read = _C.LEVEL_PRINT, _C.BEFORE_LAUNCH, _C.AFTER_LAUNCH, _C.ROLE_READ
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    _C.begin_run(with_end=True)
+    try:
+        _C.launch(p, after, "k1", 0)
+        _C.record(p, after, "k1", "out", t, role=_C.ROLE_WRITE)
+        # The flag says nothing ran between: this change, which the flag
+        # rules out in generated code, shows that `t` is not read again.
+        t.fill_(3.0)
+        _C.launch(p, before, "k2", _C.RECORDS_CONTINUE)
+        _C.record(p, before, "k2", "in", t, role=read)
+        _C.record(p, before, "k2", "head", head, role=read)
+        freed = torch.full((length + 64,), 4.0, device="cuda")
+        address = freed.data_ptr()
+        _C.record(p, before, "k2", "freed", freed, role=read)
+        del freed  # the stretch holds no memory: the block is free at once
+        again = torch.full((length + 64,), 5.0, device="cuda")
+        assert again.data_ptr() == address
+        _C.record(p, before, "k2", "again", again, role=read)
+        _C.launch(p, after, "k2", 0)
+        # Any other event ends the stretch: `t` is read again.
+        _C.launch(p, before, "k3", 0)
+        _C.record(p, before, "k3", "in", t, role=read)
+    finally:
+        _C.end_run()
+    mins = {(r["kernel"], r["arg"]): r["stats"]["min"] for r in records()}
+    assert mins == {
+        ("k1", "out"): 2.0,
+        ("k2", "in"): 2.0,
+        ("k2", "head"): 3.0,
+        ("k2", "freed"): 4.0,
+        ("k2", "again"): 5.0,
+        ("k3", "in"): 3.0,
+    }
+
+
 # -- pinpointing an illegal memory access ---------------------------------------------
 
 FAR = 1 << 38  # elements past the end: a terabyte away, unmapped
