@@ -114,8 +114,14 @@ int64_t fold_lanes(Partial<double>& p, const S* s1, const S* s2, const E* mn, co
 }
 
 // One block [begin, end) by a loop over the lanes, which GCC vectorizes
-// well for AVX-512 (32 registers). Returns its finite elements.
-template <typename scalar_t>
+// well for AVX-512 (32 registers). Returns its finite elements, or, with
+// `all_finite` (nearly every block), -1 where the block holds a NaN or an
+// Inf, having changed nothing: the loop then masks no element, and takes
+// each lane's absmax from its extremes, which give it exactly; a NaN or an
+// Inf makes its lane's sum not finite, which finite values never do, and the
+// caller takes the block again without `all_finite`. Each sum, extreme and
+// count is made the same way in both, so the results are the same bit for bit.
+template <bool all_finite, typename scalar_t>
 __attribute__((always_inline)) inline int64_t block_by_lanes(Partial<double>& p, const scalar_t* x,
                                                              int64_t begin, int64_t end) {
   using V = value_t<scalar_t>;
@@ -132,66 +138,38 @@ __attribute__((always_inline)) inline int64_t block_by_lanes(Partial<double>& p,
   for (int64_t i = begin; i < end; i += kLanes) {
     for (int l = 0; l < kLanes; ++l) {
       const V v = static_cast<V>(x[i + l]);
-      const bool finite = (v - v) == 0;  // false for NaN and +-Inf
-      const V f = finite ? v : 0;
-      const double d = static_cast<double>(f) - static_cast<double>(finite ? shift : 0);
-      s1[l] += d;
-      s2[l] += d * d;
-      mn[l] = (finite & (v < mn[l])) ? v : mn[l];
-      mx[l] = (finite & (v > mx[l])) ? v : mx[l];
-      const V a = f < 0 ? -f : f;
-      am[l] = a > am[l] ? a : am[l];
-      fin[l] += finite;
+      if constexpr (all_finite) {
+        const double d = static_cast<double>(v) - static_cast<double>(shift);
+        s1[l] += d;
+        s2[l] += d * d;
+        mn[l] = v < mn[l] ? v : mn[l];
+        mx[l] = v > mx[l] ? v : mx[l];
+      } else {
+        const bool finite = (v - v) == 0;  // false for NaN and +-Inf
+        const V f = finite ? v : 0;
+        const double d = static_cast<double>(f) - static_cast<double>(finite ? shift : 0);
+        s1[l] += d;
+        s2[l] += d * d;
+        mn[l] = (finite & (v < mn[l])) ? v : mn[l];
+        mx[l] = (finite & (v > mx[l])) ? v : mx[l];
+        const V a = f < 0 ? -f : f;
+        am[l] = a > am[l] ? a : am[l];
+        fin[l] += finite;
+      }
       zero[l] += v == 0;
+    }
+  }
+  if constexpr (all_finite) {
+    bool finite = true;
+    for (int l = 0; l < kLanes; ++l) finite &= std::isfinite(s1[l]);
+    if (!finite) return -1;
+    for (int l = 0; l < kLanes; ++l) {
+      const V low = mn[l] < 0 ? -mn[l] : mn[l], high = mx[l] < 0 ? -mx[l] : mx[l];
+      am[l] = high > low ? high : low;
+      fin[l] = static_cast<int32_t>((end - begin) / kLanes);
     }
   }
   return fold_lanes<1, 1>(p, s1, s2, mn, mx, am, fin, zero);
-}
-
-// The same block where every value is finite, as nearly every block is:
-// no mask per element, and each lane's absmax from its extremes, which give
-// it exactly. Each sum, extreme and count is made as block_by_lanes makes
-// it, so the results are its own, bit for bit. Returns false, having
-// changed nothing, where the block holds a NaN or an Inf: that value's lane
-// sum is then not finite (finite values never make it so), and
-// block_by_lanes takes the block again.
-template <typename scalar_t>
-__attribute__((always_inline)) inline bool finite_block_by_lanes(Partial<double>& p,
-                                                                 const scalar_t* x, int64_t begin,
-                                                                 int64_t end, int64_t& finite) {
-  using V = value_t<scalar_t>;
-  constexpr V inf = std::numeric_limits<V>::infinity();
-  const double shift = static_cast<double>(static_cast<V>(p.shift));
-  double s1[kLanes] = {}, s2[kLanes] = {};
-  V mn[kLanes], mx[kLanes];
-  int32_t zero[kLanes] = {};
-  for (int l = 0; l < kLanes; ++l) {
-    mn[l] = inf;
-    mx[l] = -inf;
-  }
-  for (int64_t i = begin; i < end; i += kLanes) {
-    for (int l = 0; l < kLanes; ++l) {
-      const V v = static_cast<V>(x[i + l]);
-      const double d = static_cast<double>(v) - shift;
-      s1[l] += d;
-      s2[l] += d * d;
-      mn[l] = v < mn[l] ? v : mn[l];
-      mx[l] = v > mx[l] ? v : mx[l];
-      zero[l] += v == 0;
-    }
-  }
-  bool all_finite = true;
-  for (int l = 0; l < kLanes; ++l) all_finite &= std::isfinite(s1[l]);
-  if (!all_finite) return false;
-  V am[kLanes];
-  int32_t fin[kLanes];
-  for (int l = 0; l < kLanes; ++l) {
-    const V low = mn[l] < 0 ? -mn[l] : mn[l], high = mx[l] < 0 ? -mx[l] : mx[l];
-    am[l] = high > low ? high : low;
-    fin[l] = static_cast<int32_t>((end - begin) / kLanes);
-  }
-  finite = fold_lanes<1, 1>(p, s1, s2, mn, mx, am, fin, zero);
-  return true;
 }
 
 template <typename T, int N>
@@ -271,8 +249,8 @@ __attribute__((always_inline)) inline void accumulate_run(Partial<double>& p, co
     int64_t finite;
     if constexpr (by_vectors) {
       finite = block_by_vectors(p, x, begin, i);
-    } else if (!finite_block_by_lanes(p, x, begin, i, finite)) {
-      finite = block_by_lanes(p, x, begin, i);
+    } else if (finite = block_by_lanes<true>(p, x, begin, i); finite < 0) {
+      finite = block_by_lanes<false>(p, x, begin, i);
     }
     p.finite += finite;
     // Non-finite values are rare: classify them only in blocks that have some.
