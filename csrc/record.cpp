@@ -566,6 +566,19 @@ std::string format_trap(const Where& where, const TensorStats& stats, const std:
   return out.str();
 }
 
+std::string format_wrong_input(const WrongInput& w, bool json) {
+  if (json) {
+    return json_record("wrong_input", w.where)
+        .text("kind", w.kind)
+        .integer("dim", w.dim)
+        .text("given", w.given)
+        .text("compiled_for", w.compiled_for)
+        .text("message", w.message)
+        .line();
+  }
+  return where_text(w.where, ": " + w.message, "WRONG INPUT at ") + "\n";
+}
+
 std::string format_guard(const GuardFinding& f, bool json) {
   std::ostringstream out;
   if (json) {

@@ -240,6 +240,15 @@ struct GuardFinding {
 };
 std::string format_guard(const GuardFinding& f, bool json);
 
+// A model input that is not what its package was compiled for (inputs.h):
+// `kind` is inputs::Mismatch's code, `dim` -1 for the tensor as a whole.
+struct WrongInput {
+  Where where;  // a model_input record's: arg, and node, the input's name
+  std::string kind, given, compiled_for, message;
+  int64_t dim = -1;
+};
+std::string format_wrong_input(const WrongInput& w, bool json);
+
 // A record of `event` begins with where it was taken, and the schema.
 JsonObject json_record(const char* event, const Where& w);
 

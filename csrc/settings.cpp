@@ -197,6 +197,30 @@ const std::vector<OptionInfo>& table() {
        "ends every rank within seconds, each naming it; 0: it stops its own run only",
        [](S& s, V v) { s.end_job = flag("end_job", v); },
        [](const S& s) { return on_off(s.end_job); }},
+      {"input_check", "AOTI_DEBUG_PRINTER_INPUT_CHECK", "",
+       "stop (default): a model input whose size, stride, dtype or device the package was not "
+       "compiled for is a finding, and the run stops before its first kernel; continue: the "
+       "finding, and the run goes on; off: no check",
+       [](S& s, V v) {
+         if (v == "stop" || v == "1" || v == "on") {
+           s.input_check = InputCheck::Stop;
+         } else if (v == "continue") {
+           s.input_check = InputCheck::Continue;
+         } else if (v == "off" || v == "0") {
+           s.input_check = InputCheck::Off;
+         } else {
+           throw std::invalid_argument("input_check must be stop, continue or off, got '" + v +
+                                       "'");
+         }
+       },
+       [](const S& s) -> std::string {
+         switch (s.input_check) {
+           case InputCheck::Stop: return "stop";
+           case InputCheck::Continue: return "continue";
+           case InputCheck::Off: return "off";
+         }
+         return "stop";
+       }},
   };
   return options;
 }

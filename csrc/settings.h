@@ -41,6 +41,10 @@ enum class Action { None, Save, Print, Watch };
 // save or print at another level.
 Action action_at(Level now, Level compiled, bool before_launch);
 
+// What a model input that is not what the package was compiled for does
+// (inputs.h): stop the run (default), be reported and run on, or go unchecked.
+enum class InputCheck { Stop, Continue, Off };
+
 // When to wait for the GPU after a kernel and check CUDA's error state.
 enum class Sync {
   Auto,  // after every kernel of a model compiled at level 3
@@ -97,6 +101,10 @@ struct Settings {
   // stops (trap, guard, CUDA error) stops its own run only, and the others
   // wait in their next collective; by default it ends the job (job.h).
   bool end_job = true;
+  // AOTI_DEBUG_PRINTER_INPUT_CHECK: "stop" (default), "continue" or "off":
+  // each model input is checked against what the package was compiled for
+  // (sizes, strides where fixed, dtype, device) before its first kernel.
+  InputCheck input_check = InputCheck::Stop;
 
   // Whether this process records at all under `ranks`.
   bool rank_selected() const;

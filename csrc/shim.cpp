@@ -4,6 +4,7 @@
 
 #include "device.h"
 #include "guard.h"
+#include "inputs.h"
 #include "job.h"
 #include "save.h"
 #include "settings.h"
@@ -46,6 +47,8 @@ struct ThreadState {
   // the wrapper ran nothing between (AOTI_DEBUG_PRINTER_RECORDS_CONTINUE);
   // none outside a run's launch events.
   ReadsWhileUnchanged reads;
+  // The run's size symbols, as its model inputs bound them (check_input).
+  std::unordered_map<std::string, inputs::Binding> symbols;
 };
 thread_local ThreadState state;
 std::atomic<int64_t> next_run{0};
@@ -78,6 +81,7 @@ void begin_run(bool with_end) {
   state.calls.clear();
   state.inductor_config.clear();
   state.reads.end();
+  state.symbols.clear();
   guard::begin_run();
 }
 
@@ -386,6 +390,34 @@ Stop record_tensor(Level compiled, Phase phase, Role role, const at::Tensor* t,
   return stop;
 }
 
+Stop check_input(Level compiled, const std::string& arg, const std::string& name,
+                 const std::string& compiled_for, const at::Tensor* t) {
+  const Level level = level_now(runtime_level(), compiled);
+  if (level == Level::Off || t == nullptr || !t->defined()) return {};
+  const Settings& settings = settings_now();
+  if (settings.input_check == InputCheck::Off || !settings.rank_selected()) return {};
+  const std::optional<inputs::Mismatch> wrong =
+      inputs::check(inputs::parse(compiled_for), *t, name.empty() ? arg : name, state.symbols);
+  if (!wrong) return {};
+  WrongInput w{where_now(Phase::ModelInput, "", arg),
+               wrong->kind,
+               wrong->given,
+               wrong->compiled_for,
+               wrong->message,
+               wrong->dim};
+  w.where.node = name;
+  emit(settings.output, format_wrong_input(w, settings.format == Format::Jsonl));
+  if (level == Level::Save) {
+    saving([&] { append_to_manifest(settings.dump_dir, format_wrong_input(w, true)); });
+  }
+  if (settings.input_check == InputCheck::Continue) return {};
+  const std::string message = "wrong input: " + wrong->message;
+  // The generated code's exception carries no more than the input's name.
+  if (settings.output != "stderr") report_error(message);
+  job::stopped(settings, message);
+  return Stop{AOTI_DEBUG_PRINTER_STOPPED_BY_INPUT_CHECK, message};
+}
+
 void record_scalar(Level compiled, const Where& where, const char* type, const std::string& value) {
   const Level runtime = runtime_level();
   if (runtime == Level::Off || (where.launch >= 0 && !state.selected)) return;
@@ -539,6 +571,18 @@ int32_t aoti_debug_printer_set_option(const char* key, const char* value) {
   return rc;
 }
 
+int32_t aoti_debug_printer_check_input(int32_t level, const char* arg, const char* name,
+                                       const char* compiled_for, AtenTensorHandle tensor) {
+  if (runtime_level() == Level::Off) return 0;
+  int32_t stop = 0;
+  guarded(__func__, [&] {
+    stop = check_input(compiled_level(level), or_empty(arg), or_empty(name), or_empty(compiled_for),
+                       tensor_of(tensor))
+               .code;
+  });
+  return stop;
+}
+
 const aoti_debug_printer_api* aoti_debug_printer_get_api(uint32_t abi_version) {
   static const aoti_debug_printer_api api = {
       AOTI_DEBUG_PRINTER_ABI_VERSION,
@@ -557,6 +601,7 @@ const aoti_debug_printer_api* aoti_debug_printer_get_api(uint32_t abi_version) {
       &aoti_debug_printer_compiled_with,
       &aoti_debug_printer_launch_at_level,
       &aoti_debug_printer_records_end,
+      &aoti_debug_printer_check_input,
   };
   // One table serves every version we support: it only grew at the end.
   const bool supported = abi_version >= AOTI_DEBUG_PRINTER_OLDEST_ABI_VERSION &&

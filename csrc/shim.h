@@ -48,5 +48,10 @@ struct Stop {
 Stop record_tensor(Level compiled, Phase phase, Role role, const at::Tensor* t,
                    c10::function_ref<Where()> where_of);
 void record_scalar(Level compiled, const Where& where, const char* type, const std::string& value);
+// Model input `arg` (the program's input `name`) against `compiled_for`
+// (aoti_debug_printer_check_input's grammar): a mismatch is reported, and
+// stops the run unless the input_check setting says go on.
+Stop check_input(Level compiled, const std::string& arg, const std::string& name,
+                 const std::string& compiled_for, const at::Tensor* t);
 
 }  // namespace aoti_debug_printer

@@ -22,18 +22,20 @@
 // a value no single node holds) and compiled_with (the Inductor config of
 // the run's program); 6 launch_at_level (the compiled level, as itself, on
 // launch events too); 7 records_end (a launch event's records may wait for
-// it to reach the GPU, together). Tables only grow at the end, and
+// it to reach the GPU, together); 8 check_input (a model input against
+// what the package was compiled for). Tables only grow at the end, and
 // `size` says how much of one a caller may use, so packages compiled
 // against an older header keep loading.
-#define AOTI_DEBUG_PRINTER_ABI_VERSION 7
+#define AOTI_DEBUG_PRINTER_ABI_VERSION 8
 #define AOTI_DEBUG_PRINTER_OLDEST_ABI_VERSION 2
 // The version of the records' JSON: every record carries it as "schema" (the
 // fields are in docs/output.md). Readers refuse a newer one. 2: upstream's
 // records have phase "upstream" and their message in "label"; "why" is a
 // reason code (aoti_debug_printer/records.py), its detail after a colon.
 // 3: role "accumulate", and a value changed in place carries the node it
-// holds once changed.
-#define AOTI_DEBUG_PRINTER_RECORD_SCHEMA 3
+// holds once changed. 4: event "wrong_input" (a model input the package was
+// not compiled for).
+#define AOTI_DEBUG_PRINTER_RECORD_SCHEMA 4
 
 #ifdef __cplusplus
 extern "C" {
@@ -96,6 +98,8 @@ enum {
   AOTI_DEBUG_PRINTER_STOPPED_BY_TRAP = 1,  // the NaN/Inf trap fired
   AOTI_DEBUG_PRINTER_STOPPED_BY_GUARD =
       2,  // the write guard found a kernel writing where it must not
+  AOTI_DEBUG_PRINTER_STOPPED_BY_INPUT_CHECK =
+      3,  // a model input is not what the package was compiled for
 };
 
 // Every function below catches all exceptions: a failure is reported on the
@@ -161,6 +165,21 @@ void aoti_debug_printer_float64(int32_t level, int32_t phase, const char* kernel
                                 double value);
 void aoti_debug_printer_bool(int32_t level, int32_t phase, const char* kernel, const char* arg,
                              int32_t value);
+// Model input `arg` (the exported program's input `name`, "" where not
+// known) of a model compiled at `level`, checked against what the package
+// was compiled for, before the first kernel. `compiled_for`, made by the
+// codegen (aoti_debug_printer/inductor/compiled_inputs.py):
+//   DTYPE DEVICE_TYPE [DIM,...] [STRIDE,...]
+// DTYPE is torch's name (float32), DEVICE_TYPE cpu or cuda. A DIM is a size
+// N, SYMBOL:LO..HI (one of the run's symbols: every dim that names it must
+// be equal) or ?:LO..HI (an expression, checked against its range), HI
+// empty for no bound; either may end in (LO..HI), the range the exported
+// program gave it where the package accepts less. A STRIDE is a number, or
+// ? where it is not fixed. Returns AOTI_DEBUG_PRINTER_STOPPED_BY_INPUT_CHECK
+// (reported already) when the input differs and the input_check setting
+// says stop; the caller must stop.
+int32_t aoti_debug_printer_check_input(int32_t level, const char* arg, const char* name,
+                                       const char* compiled_for, AtenTensorHandle tensor);
 // Run-time settings; see docs/usage.md ("Switches"). Returns 0 on success, nonzero
 // with a message on the output for an unknown key or a bad value.
 int32_t aoti_debug_printer_set_option(const char* key, const char* value);
@@ -191,6 +210,8 @@ typedef struct aoti_debug_printer_api {
   int32_t (*launch_at_level)(int32_t, int32_t, const char*, int32_t);
   // ABI 7.
   void (*records_end)(void);
+  // ABI 8.
+  int32_t (*check_input)(int32_t, const char*, const char*, const char*, AtenTensorHandle);
 } aoti_debug_printer_api;
 
 // Returns the table, or NULL when the caller wants an ABI we do not have
@@ -312,6 +333,20 @@ inline void launch(const aoti_debug_printer_api* api, int32_t level, int32_t pha
 inline void records_end(const aoti_debug_printer_api* api) {
   if (api && api->size >= offsetof(aoti_debug_printer_api, records_end) + sizeof(api->records_end))
     api->records_end();
+}
+
+// A model input against what the package was compiled for
+// (aoti_debug_printer_check_input); throws when the run must stop. A library
+// older than this header does not check.
+inline void check_input(const aoti_debug_printer_api* api, int32_t level, const char* arg,
+                        const char* name, const char* compiled_for, AtenTensorHandle tensor) {
+  if (!api || api->size < offsetof(aoti_debug_printer_api, check_input) + sizeof(api->check_input))
+    return;
+  if (api->check_input(level, arg, name, compiled_for, tensor) != 0) {
+    throw std::runtime_error(std::string("aoti-debug-printer: model input ") +
+                             (*name ? name : arg) +
+                             " is not what this package was compiled for; its record is above");
+  }
 }
 
 // One call site for every argument the codegen emits: the C++ type of the

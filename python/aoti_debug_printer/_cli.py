@@ -111,7 +111,7 @@ def _diverge(args) -> int:
         package=args.package,
     )
     sys.stdout.write(format_divergence(result))
-    return 1 if result.first is not None else 0
+    return 1 if result.first is not None or result.wrong_input is not None else 0
 
 
 def _repro(args) -> int:

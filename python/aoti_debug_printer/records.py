@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 # AOTI_DEBUG_PRINTER_RECORD_SCHEMA, mirrored here so that reading a dump
 # needs neither torch nor the compiled library (test_schema holds the two
 # equal).
-RECORD_SCHEMA = 3
+RECORD_SCHEMA = 4
 
 # Starts the comment before each recorded call of the C++ wrapper: the
 # call's arguments in order, literals included, as JSON. The codegen writes
@@ -280,6 +280,31 @@ class CudaErrorRecord(Where):
     args: list[WatchedArg] = field(default_factory=list)
 
 
+class InputMismatch(str, Enum):
+    """What about a model input its package was not compiled for."""
+
+    SIZE = "size"  # outside the sizes the package accepts
+    RANK = "rank"  # another number of dims
+    RELATION = "relation"  # differs from a dim the package takes it equal to
+    STRIDE = "stride"  # laid out otherwise than the package's kernels read it
+    DTYPE = "dtype"
+    DEVICE = "device"
+
+
+@dataclass(frozen=True, kw_only=True)
+class WrongInputRecord(Where):
+    """A model input that is not what its package was compiled for, found
+    before the run's first kernel (`node`: the exported program's name of
+    the input, `arg` the wrapper's)."""
+
+    event: ClassVar[str] = "wrong_input"
+    kind: InputMismatch
+    message: str
+    dim: int = -1  # -1: the tensor as a whole
+    given: str = ""
+    compiled_for: str = ""
+
+
 @dataclass(frozen=True, kw_only=True)
 class EnvironmentRecord:
     """The numerics settings one run was made in (a dump holds one per run)."""
@@ -313,6 +338,7 @@ Record = (
     | TrapRecord
     | GuardRecord
     | CudaErrorRecord
+    | WrongInputRecord
     | EnvironmentRecord
 )
 KINDS: dict[str, type] = {
@@ -324,10 +350,11 @@ KINDS: dict[str, type] = {
         TrapRecord,
         GuardRecord,
         CudaErrorRecord,
+        WrongInputRecord,
         EnvironmentRecord,
     )
 }
-FINDINGS = (TrapRecord, GuardRecord, CudaErrorRecord)
+FINDINGS = (TrapRecord, GuardRecord, CudaErrorRecord, WrongInputRecord)
 
 
 def parse(raw: Any) -> Record:

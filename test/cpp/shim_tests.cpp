@@ -1066,3 +1066,76 @@ TEST_CASE("the NaN/Inf trap blames the kernel that made them", "[aoti_debug_prin
   CHECK(manifest.find("{\"event\": \"trap\", \"phase\": \"after_launch\", \"kernel\": \"k\", "
                       "\"arg\": \"out\"") != std::string::npos);
 }
+
+TEST_CASE("a model input is checked against what its package was compiled for",
+          "[aoti_debug_printer_check_input]") {
+  Scratch s;
+  const int32_t L = AOTI_DEBUG_PRINTER_LEVEL_PRINT;
+  auto check = [&](const char* name, const char* compiled_for, at::Tensor t) {
+    return aoti_debug_printer_check_input(L, "arg", name, compiled_for, handle(t));
+  };
+  aoti_debug_printer_begin_run();
+  // What was compiled for, in every form the grammar has: no finding.
+  at::Tensor x = at::zeros({4, 64, 16});
+  CHECK(check("x", "float32 cpu [4,64(8..512),16] [1024,16,1]", x) == 0);
+  at::Tensor y = at::zeros({7, 5});
+  CHECK(check("y", "float32 cpu [s1:2..,5] [5,1]", y) == 0);
+  at::Tensor z = at::zeros({7, 3});
+  CHECK(check("z", "float32 cpu [s1:2..,?:0..] [?,1]", z) == 0);
+  // A dim of size 1 has any stride; a tensor of no elements any layout.
+  at::Tensor one = at::zeros({4, 16}).unsqueeze(1).expand({4, 1, 16});
+  CHECK(check("one", "float32 cpu [4,1,16] [16,16,1]", one) == 0);
+  CHECK(check("none", "float32 cpu [0,3] [3,1]", at::zeros({3, 0}).t()) == 0);
+  CHECK(s.output().empty());
+
+  struct Case {
+    const char* compiled_for;
+    at::Tensor given;
+    const char* says;
+  };
+  const std::vector<Case> wrong = {
+      {"float32 cpu [4,64(8..512),16] [?,16,1]", at::zeros({4, 200, 16}),
+       "dim 1 is 200 (shape [4, 200, 16]), but this package was compiled for 64 only; the "
+       "exported program allows 8..512"},
+      {"float32 cpu [s1:8..512] [1]", at::zeros({600}), "accepts 8..512"},
+      {"float32 cpu [s1:2..,5] [5,1]", at::zeros({6, 5}),
+       "takes it equal to input y dim 0, which is 7"},
+      {"float32 cpu [4,3] [3,1]", at::zeros({3, 4}).t(), "has stride 1 in dim 0"},
+      {"float32 cpu [4,3] [3,1]", at::zeros({4, 3}, at::kDouble), "is float64, but"},
+      {"float32 cpu [4,3] [3,1]", at::zeros({12}),
+       "has 1 dims, but this package was compiled for 2"},
+  };
+  for (const Case& c : wrong) {
+    Scratch t;
+    CHECK(aoti_debug_printer_check_input(L, "arg0_1", "w", c.compiled_for,
+                                         handle(const_cast<at::Tensor&>(c.given))) ==
+          AOTI_DEBUG_PRINTER_STOPPED_BY_INPUT_CHECK);
+    INFO(t.output());
+    CHECK(t.output().find("WRONG INPUT at model_input arg0_1: model input w ") !=
+          std::string::npos);
+    CHECK(t.output().find(c.says) != std::string::npos);
+  }
+
+  // continue: the finding, in JSON, and the run goes on; off: nothing.
+  Scratch j;
+  CHECK(aoti_debug_printer_set_option("format", "jsonl") == 0);
+  CHECK(aoti_debug_printer_set_option("input_check", "continue") == 0);
+  at::Tensor big = at::zeros({4, 200, 16});
+  CHECK(check("x", "float32 cpu [4,64(8..512),16] [?,16,1]", big) == 0);
+  CHECK(j.output().find("{\"event\": \"wrong_input\", \"phase\": \"model_input\", \"kernel\": "
+                        "\"\", \"arg\": \"arg\"") != std::string::npos);
+  CHECK(j.output().find("\"kind\": \"size\", \"dim\": 1, \"given\": \"200\", \"compiled_for\": "
+                        "\"64\"") != std::string::npos);
+  const size_t before = j.output().size();
+  CHECK(aoti_debug_printer_set_option("input_check", "off") == 0);
+  CHECK(check("x", "float32 cpu [4,64,16] [?,16,1]", big) == 0);
+  CHECK(j.output().size() == before);
+  CHECK(aoti_debug_printer_set_option("input_check", "stop") == 0);
+  CHECK(aoti_debug_printer_set_option("input_check", "maybe") != 0);
+
+  // A text the library cannot read is reported (on stderr) and stops nothing.
+  CHECK(check("x", "float32 cpu [4,,16]", big) == 0);
+  CHECK(j.output().size() == before);
+  // A null handle is the record's to report, not the check's.
+  CHECK(aoti_debug_printer_check_input(L, "arg", "x", "float32 cpu [4] [1]", nullptr) == 0);
+}

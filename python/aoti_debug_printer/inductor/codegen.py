@@ -18,6 +18,7 @@ from typing import Any
 
 from .._native import HEADER, shim
 from ..records import CALL_COMMENT
+from .compiled_inputs import Accepted, accepted_inputs
 from .filter import KernelFilter
 from .provenance import Held, Provenance, Writes
 
@@ -462,6 +463,10 @@ class DebugPrinterManager:
     def _run_start_lines(self, inputs: list[str]) -> list[str]:
         lines = [self._emitter.begin_run(inductor_config_digest())]
         level = self.debug_printer_level.code
+        if self._emitter.checks_inputs:
+            # Each input against what the package was compiled for, before
+            # the first kernel (and before the inputs' own records).
+            lines += [self._emitter.check_input(level, a) for a in accepted_inputs()]
         if level in (LEVEL_SAVE, LEVEL_PRINT):
             lines += [self._emitter.record(level, MODEL_INPUT, "", name) for name in inputs]
         return lines
@@ -563,6 +568,9 @@ class _Emitter:
     # A launch event's records may wait for records_end, to have their
     # statistics computed in one launch (runs that end: the C++ wrapper's).
     batches_records: bool
+    # Its inputs may be what the program was not compiled for: an
+    # AOTInductor package's (the JIT wrapper runs behind Dynamo's guards).
+    checks_inputs: bool
 
     def preamble(self) -> str:
         raise NotImplementedError
@@ -583,6 +591,10 @@ class _Emitter:
         """The line that ends a launch event's records; only where batches_records."""
         raise NotImplementedError
 
+    def check_input(self, level: int, accepted: Accepted) -> str:
+        """The line that checks one model input; only where checks_inputs."""
+        raise NotImplementedError
+
 
 class _CppEmitter(_Emitter):
     """AOTInductor's and cpp_wrapper's C++: calls through the table that the
@@ -591,6 +603,7 @@ class _CppEmitter(_Emitter):
     has_input_hook = True
     keeps_call_comments = True
     batches_records = True
+    checks_inputs = True
 
     def preamble(self) -> str:
         return _cpp_preamble()
@@ -613,6 +626,13 @@ class _CppEmitter(_Emitter):
     def records_end(self) -> str:
         return "aoti_debug_printer::records_end(AOTI_DEBUG_PRINTER_API);"
 
+    def check_input(self, level: int, accepted: Accepted) -> str:
+        return (
+            f"aoti_debug_printer::check_input(AOTI_DEBUG_PRINTER_API, {level}, "
+            f"{_c_string(accepted.arg)}, {_c_string(accepted.name)}, "
+            f"{_c_string(accepted.compiled_for)}, {accepted.arg});"
+        )
+
     def record(self, level, phase, kernel, arg, held=None) -> str:
         extra = (
             f", {_c_string(held.node)}, {_c_string(held.why)}, {held.role}"
@@ -633,6 +653,7 @@ class _PythonEmitter(_Emitter):
     keeps_call_comments = False
     # Its runs never end (begin_run without end): every record is taken at once.
     batches_records = False
+    checks_inputs = False
 
     def preamble(self) -> str:
         return f"import aoti_debug_printer._C as {_PY_MODULE}"

@@ -50,13 +50,24 @@ _SCHEDULING_MODULES = {
 _FALLBACK_MODULE = "torch._inductor.codegen.cpp_wrapper_cpu"
 # Where Inductor's cache keys are made (see cache_tag).
 _CACHE_KEY_MODULE = "torch._inductor.codecache"
-_TARGETS = _PRINTER_MODULES + tuple(_SCHEDULING_MODULES) + (_FALLBACK_MODULE, _CACHE_KEY_MODULE)
+# Where an exported program enters AOTInductor: the one place that still
+# knows its range constraints, which the compile may narrow (compiled_inputs).
+_ENTRY_MODULE = "torch._inductor"
+_ENTRY_POINT = "aoti_compile_and_package"
+_TARGETS = (
+    _PRINTER_MODULES
+    + tuple(_SCHEDULING_MODULES)
+    + (_FALLBACK_MODULE, _CACHE_KEY_MODULE, _ENTRY_MODULE)
+)
 
 # Inductor's debug-printer hooks, in a torch built with patches/.
 _HOOKS_MODULE = "torch._inductor.debug_printer_hooks"
 
 _lock = threading.RLock()
 _originals: dict[str, object] = {}
+# The public entry point we wrap on every torch, patched or not: no hook of
+# Inductor's sees the exported program (docs/internals.md).
+_entry_points: dict[str, object] = {}
 _installed = False
 
 
@@ -165,7 +176,36 @@ def uses_inductor_hooks() -> bool:
     return hooks is not None and hooks.get_hooks() is _HOOKS
 
 
+def _wrap_compile_entry(module: ModuleType) -> None:
+    """aoti_compile_and_package, with the exported program's input ranges
+    known to the codegen while it compiles, and a line for each dim the
+    package then accepts fewer sizes of (compiled_inputs)."""
+    original = getattr(module, _ENTRY_POINT, None)
+    if original is None or getattr(original, "_aoti_debug_printer", False):
+        return
+    from . import compiled_inputs
+
+    @functools.wraps(original)
+    def aoti_compile_and_package(exported_program, *args, **kwargs):
+        if not _installed:
+            return original(exported_program, *args, **kwargs)
+        outer = compiled_inputs.current()
+        with compiled_inputs.compiling(exported_program) as facts:
+            path = original(exported_program, *args, **kwargs)
+        # A caller that set up the facts (diverge) says what they hold itself.
+        if facts is not outer:
+            compiled_inputs.say_narrowed(facts)
+        return path
+
+    aoti_compile_and_package._aoti_debug_printer = True
+    _entry_points[f"{module.__name__}.{_ENTRY_POINT}"] = original
+    setattr(module, _ENTRY_POINT, aoti_compile_and_package)
+
+
 def _patch(module: ModuleType) -> None:
+    if module.__name__ == _ENTRY_MODULE:
+        _wrap_compile_entry(module)
+        return
     hooks = inductor_hooks()
     if hooks is not None:
         if hooks.get_hooks() is not _HOOKS:
@@ -543,6 +583,7 @@ _CACHE_TAG_PREFIX = "aoti-debug-printer-"
 # version) the code embeds.
 GENERATOR_FILES = (
     "inductor/codegen.py",
+    "inductor/compiled_inputs.py",
     "inductor/provenance.py",
     "inductor/filter.py",
     "inductor/install.py",
@@ -625,6 +666,11 @@ def uninstall() -> None:
                 if cls is not None:
                     setattr(cls, attr, original)
         _originals.clear()
+        for name, original in _entry_points.items():
+            module_name, attr = name.rsplit(".", 1)
+            if module_name in sys.modules:
+                setattr(sys.modules[module_name], attr, original)
+        _entry_points.clear()
 
 
 def is_installed() -> bool:

@@ -38,12 +38,22 @@ def relative(v: Verdict) -> str:
 
 
 def format_divergence(d: Divergence) -> str:
+    lines = [f"the compiled package accepts fewer sizes than the program: {n}" for n in d.narrowed]
+    if d.wrong_input is not None:
+        lines += [
+            f"WRONG INPUT: {d.wrong_input.message}",
+            "  nothing was judged: the package would read this input as the size it was "
+            "compiled for. Compile it for this size: export with an example input of this "
+            "size, or with a torch.export.Dim range that covers it, and take out what "
+            "narrowed it",
+        ]
+        return "\n".join(lines) + "\n"
     written, compared, reasons = d.coverage()
     env = d.environment
-    lines = [
+    lines.append(
         f"compared {compared} of {written} values kernels wrote against a float64 truth "
         f"({100 * compared / max(1, written):.0f}%)"
-    ]
+    )
     if env is not None:
         lines.append(
             "benchmark made under the compiled run's settings: "

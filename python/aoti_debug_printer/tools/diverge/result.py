@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from ...records import Reason
+from ...records import Reason, WrongInputRecord
 from ..dumps import Record
 from ..numerics import Environment, Verdict
 
@@ -72,6 +72,12 @@ class Divergence:
     environment: Environment | None = None
     # The one-kernel repro written of the first divergence (`repro=`).
     repro: Any = None
+    # The run's inputs are not what the package was compiled for (its check
+    # before the first kernel stopped the run): nothing was judged.
+    wrong_input: WrongInputRecord | None = None
+    # Where the compile accepted fewer sizes than the program was exported
+    # for, one line each (from diverge's own compile only).
+    narrowed: tuple[str, ...] = ()
 
     @property
     def first(self) -> Match | None:

@@ -9,6 +9,7 @@ import contextlib
 import tempfile
 from pathlib import Path
 
+from ...records import WrongInputRecord
 from ..dumps import load_dump
 from .format import relative
 from .match import match_dump
@@ -48,20 +49,41 @@ def first_divergence_from_eager(
     decompositions). `progress`: a line on stderr per long phase. `repro`:
     a new directory to write a one-kernel repro of the first divergence to
     (with `dump`, `package` is the .pt2 its run loaded)."""
+    from ...inductor import compiled_inputs
+
     steps = Progress(progress)
     program, args, kwargs = program_and_inputs(program, inputs, imports)
     if dump is not None:
         dump = load_dump(dump)
+        if wrong := _wrong_input_in(dump):
+            return Divergence([], wrong_input=wrong)
         args, kwargs = inputs_of_the_run(dump, args, kwargs, given=inputs is not None)
         result = match_dump(dump, program, args, kwargs, progress=steps)
         return with_repro(result, dump, package, repro, imports)
     with tempfile.TemporaryDirectory(prefix="aoti-debug-diverge-") as tmp:
         steps.phase("compiling with AOTInductor at level 1")
-        package = compile_at_level_1(program, Path(tmp) / "model.pt2")
+        with compiled_inputs.compiling(program) as facts:
+            package = compile_at_level_1(program, Path(tmp) / "model.pt2")
+        narrowed = tuple(str(n) for n in compiled_inputs.narrowed(facts))
         steps.phase("running the compiled model once, saving what its kernels write")
-        run_into(package, args, kwargs, Path(tmp) / "dump")
+        try:
+            run_into(package, args, kwargs, Path(tmp) / "dump")
+        except RuntimeError:
+            # The package's check of its inputs stops the run before its
+            # first kernel, with a record in the dump.
+            wrong = _wrong_input_in(load_dump(Path(tmp) / "dump"))
+            if wrong is None:
+                raise
+            return Divergence([], wrong_input=wrong, narrowed=narrowed)
         result = match_dump(Path(tmp) / "dump", program, args, kwargs, progress=steps)
+        result.narrowed = narrowed
         return with_repro(result, Path(tmp) / "dump", package, repro, imports)
+
+
+def _wrong_input_in(dump) -> WrongInputRecord | None:
+    """The dump's first record of a model input its package was not
+    compiled for, if any."""
+    return next((f for f in dump.findings() if isinstance(f, WrongInputRecord)), None)
 
 
 def first_difference_between_runs(
