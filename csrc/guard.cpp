@@ -196,8 +196,9 @@ std::string save_copy(const Settings& settings, const Where& at, const at::Tenso
   std::string file;
   saving([&] {
     const at::Tensor host = to_host(t);
-    file = settings.dump_dir + "/" +
-           save_snapshot(settings.dump_dir, describe(at, host, host_contents(host, 0)), host);
+    file =
+        in_dir(settings.dump_dir,
+               save_snapshot(settings.dump_dir, describe(at, host, host_contents(host, 0)), host));
   });
   return file;
 }

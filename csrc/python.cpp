@@ -225,6 +225,8 @@ PYBIND11_MODULE(_C, m) {
       "The run-time options as (key, environment variable, meaning), in the table's order.");
   m.def("save_failures", &save_failures);
   m.def("safe_name_part", &safe_name_part, py::arg("name"));
+  m.def("package_loaded", &note_package_loaded, py::arg("path"),
+        "A .pt2 this process loaded: a finding's repro line names it where it is the only one.");
   m.def("library_path", &library_path, "Absolute path of libaoti_debug_printer.so.");
   m.def("upstream_print_tensor_handle", &upstream_print_tensor_handle, py::arg("tensor"),
         py::arg("msg"), "PyTorch's built-in print (from libtorch), for comparisons.");

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -61,8 +62,11 @@ using FileWriter = std::function<void(int fd, const std::string& path)>;
 // no two processes' names collide (not even with one PID in two
 // containers), and it is locked (flock) while it exists: a run killed
 // mid-write leaves it unlocked, and the next run's first save in that
-// directory removes it (remove_leftovers).
+// directory removes it at once (remove_leftovers). It is created under a
+// name ending in kUnlockedSuffix, locked, and only then renamed to its .pt
+// name, so that no cleaner ever finds a live writer's file unlocked.
 constexpr const char* kTmpPrefix = ".tmp-";
+constexpr const char* kUnlockedSuffix = ".new";
 
 // Where to start looking for a free name, for the stems this process found
 // taken: a stem saved again and again (upstream's saves outside our runs,
@@ -97,16 +101,24 @@ TakenNames& taken_names() {
 
 std::string publish(const std::string& dir, const std::string& stem, const FileWriter& write) {
   static std::atomic<uint64_t> tmp_counter{0};
-  const std::string tmp = dir + "/" + kTmpPrefix + std::to_string(getpid()) + "-" +
-                          process_token() + "-" + std::to_string(tmp_counter.fetch_add(1)) + ".pt";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  const std::string tmp =
+      in_dir(dir, kTmpPrefix + std::to_string(getpid()) + "-" + process_token() + "-" +
+                      std::to_string(tmp_counter.fetch_add(1)) + ".pt");
+  const std::string unlocked = tmp + kUnlockedSuffix;
+  const int fd = ::open(unlocked.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) fail("cannot create a file in", dir, errno);
+  ::flock(fd, LOCK_EX);
+  if (::rename(unlocked.c_str(), tmp.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(unlocked.c_str());
+    ::close(fd);
+    fail("cannot create a file in", dir, err);
+  }
   const auto give_up = [&](const std::string& what, const std::string& path, int err) {
     ::unlink(tmp.c_str());
     ::close(fd);
     fail(what, path, err);
   };
-  ::flock(fd, LOCK_EX);
   try {
     write(fd, tmp);
   } catch (const std::exception&) {
@@ -114,27 +126,29 @@ std::string publish(const std::string& dir, const std::string& stem, const FileW
     ::close(fd);
     throw;
   }
-  const std::string taken_key = dir + "/" + stem;
+  const std::string taken_key = in_dir(dir, stem);
   uint64_t suffix = taken_names().first_free(taken_key);
   std::string name;
   for (;; ++suffix) {
     name = stem + (suffix ? "-" + std::to_string(suffix) : "") + ".pt";
-    if (::link(tmp.c_str(), (dir + "/" + name).c_str()) == 0) break;
+    if (::link(tmp.c_str(), in_dir(dir, name).c_str()) == 0) break;
     const int err = errno;
-    if (err != EEXIST) give_up("cannot create", dir + "/" + name, err);
+    if (err != EEXIST) give_up("cannot create", in_dir(dir, name), err);
   }
   if (suffix > 0) taken_names().taken(taken_key, suffix);
   ::unlink(tmp.c_str());
   if (::close(fd) != 0) {
     const int err = errno;
-    ::unlink((dir + "/" + name).c_str());
-    fail("cannot write", dir + "/" + name, err);
+    ::unlink(in_dir(dir, name).c_str());
+    fail("cannot write", in_dir(dir, name), err);
   }
   return name;
 }
 
-// Temporary files of runs that were killed while saving: unlocked, and not
-// touched for a minute (a writer locks its file right after creating it).
+// Temporary files of runs that were killed while saving: a .pt one that no
+// one holds locked (its writer is gone), at once; one still under its
+// unlocked name, once it is a minute old (a writer holds that name for the
+// two system calls that lock and rename it).
 void remove_leftovers(const std::string& dir) {
   static std::mutex mu;
   static std::set<std::string> cleaned;
@@ -147,10 +161,15 @@ void remove_leftovers(const std::string& dir) {
   const auto now = std::filesystem::file_time_type::clock::now();
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
     const std::string file = entry.path().filename().string();
-    if (file.rfind(kTmpPrefix, 0) != 0 || entry.path().extension() != ".pt") continue;
-    std::error_code time_ec;
-    const auto touched = std::filesystem::last_write_time(entry.path(), time_ec);
-    if (time_ec || now - touched < std::chrono::minutes(1)) continue;
+    if (file.rfind(kTmpPrefix, 0) != 0) continue;
+    const std::string extension = entry.path().extension().string();
+    if (extension == kUnlockedSuffix) {
+      std::error_code time_ec;
+      const auto touched = std::filesystem::last_write_time(entry.path(), time_ec);
+      if (time_ec || now - touched < std::chrono::minutes(1)) continue;
+    } else if (extension != ".pt") {
+      continue;
+    }
     const int fd = ::open(entry.path().c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) continue;
     if (::flock(fd, LOCK_EX | LOCK_NB) == 0 && ::unlink(entry.path().c_str()) == 0) ++removed;
@@ -352,17 +371,61 @@ static void make_dir(const std::string& dir) {
   if (ec) throw std::runtime_error("cannot create directory '" + dir + "': " + ec.message());
 }
 
+std::string in_dir(const std::string& dir, const std::string& name) {
+  if (!dir.empty() && dir.back() == '/') return dir + name;
+  return dir + "/" + name;
+}
+
+namespace {
+std::mutex packages_mu;
+std::vector<std::string>& packages_loaded() {
+  static auto* paths = new std::vector<std::string>;  // never destroyed: read at exit
+  return *paths;
+}
+
+// `s` as one shell word: quoted where it holds anything but [A-Za-z0-9_./-].
+std::string shell_word(const std::string& s) {
+  const bool plain = !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) {
+    return std::isalnum(c) || c == '_' || c == '.' || c == '/' || c == '-';
+  });
+  if (plain) return s;
+  std::string out = "'";
+  for (const char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+}  // namespace
+
+void note_package_loaded(const std::string& path) {
+  std::lock_guard<std::mutex> lock(packages_mu);
+  std::vector<std::string>& paths = packages_loaded();
+  if (std::find(paths.begin(), paths.end(), path) == paths.end()) paths.push_back(path);
+}
+
 std::string note_finding_in_dump(const std::string& dir, const std::string& finding) {
   saving([&] { append_to_manifest(dir, finding); });
+  std::vector<std::string> paths;
+  {
+    std::lock_guard<std::mutex> lock(packages_mu);
+    paths = packages_loaded();
+  }
+  std::string package;
+  if (paths.size() == 1) {
+    package = " --package " + shell_word(paths.front());
+  } else if (paths.empty()) {
+    package = " --package followed by the .pt2 this process loaded";
+  } else {
+    package = " --package followed by the .pt2 of this model, one of";
+    for (const std::string& p : paths) package += " " + shell_word(p);
+  }
   // The kernel's arguments are all in the dump only when it ran at level 1:
   // the run-time level switch saves them without recompiling.
-  return "; a one-kernel repro: aoti-debug repro " + dir +
-         " --package MODEL.pt2 (on a dump of a run at level 1: AOTI_DEBUG_PRINTER_LEVEL=1)";
+  return "; a one-kernel repro: aoti-debug repro " + shell_word(dir) + package +
+         " (on a dump of a run at level 1: AOTI_DEBUG_PRINTER_LEVEL=1)";
 }
 
 void append_to_manifest(const std::string& dir, const std::string& line) {
   make_dir(dir);
-  append_line(dir + "/manifest.jsonl", line);
+  append_line(in_dir(dir, "manifest.jsonl"), line);
 }
 
 // Before a run's first snapshot in a directory: the run's environment
@@ -379,7 +442,7 @@ void begin_saving(const std::string& dir, const TensorRecord& record) {
   const Where& w = record.where;
   if (last.run == w.run && last.rank == w.rank && last.dir == dir) return;
   remove_leftovers(dir);
-  append_line(dir + "/manifest.jsonl", format_environment(w, record.device.str()));
+  append_line(in_dir(dir, "manifest.jsonl"), format_environment(w, record.device.str()));
   last = {w.run, w.rank, dir};
 }
 
@@ -411,7 +474,7 @@ std::string save_snapshot(const std::string& dir, const TensorRecord& record,
                  "-" + safe_name_part(w.arg) + "-call" + std::to_string(w.call));
   const std::string name = publish(
       dir, capped(stem), [&](int fd, const std::string& path) { write_tensor(fd, path, value); });
-  append_line(dir + "/manifest.jsonl", format_json(record, name) + "\n");
+  append_line(in_dir(dir, "manifest.jsonl"), format_json(record, name) + "\n");
   return name;
 }
 
@@ -445,7 +508,7 @@ void save_watched(const std::string& dir, const Where& at_kernel,
     const Where at = before_launch_of(at_kernel, a.name);
     saving([&] {
       a.saved_as =
-          dir + "/" + save_snapshot(dir, describe(at, a.host, host_contents(a.host, 0)), a.host);
+          in_dir(dir, save_snapshot(dir, describe(at, a.host, host_contents(a.host, 0)), a.host));
     });
   }
 }

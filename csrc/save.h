@@ -23,9 +23,18 @@ void saving(const std::function<void()>& save);
 // Number of snapshots that could not be saved since the process started.
 int64_t save_failures();
 
+// `name` in directory `dir`, with one slash between them however `dir`
+// ends (the default dump directory, upstream's, ends in one).
+std::string in_dir(const std::string& dir, const std::string& name);
+
 // Appends one JSON line (newline included) to dir/manifest.jsonl, creating
 // the directory if needed. Throws std::runtime_error like save_snapshot.
 void append_to_manifest(const std::string& dir, const std::string& line);
+
+// A package this process loaded (the Python side tells, where
+// torch._inductor.aoti_load_package loads it): the repro line of a finding
+// names it where it is the only one.
+void note_package_loaded(const std::string& path);
 
 // A finding (trap, guard, CUDA error) is also a line of the dump's manifest
 // (`finding`, its JSON line), so that `aoti-debug repro DUMP` finds

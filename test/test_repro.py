@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -82,6 +83,41 @@ def test_a_trap_finding_reproduces_the_nan(package, tmp_path, capfd, device):
     assert ran.returncode == 1, ran.stdout + ran.stderr
     assert re.search(r"FAIL buf\d+: \d+ NaN/Inf after launch", ran.stdout), ran.stdout
     assert "the same, bit for bit, as what this launch wrote" in ran.stdout
+
+
+# A process that loads one package and runs it into a trap.
+TRAPPED = """
+import sys, torch, aoti_debug_printer
+from testmodels import small
+_, inputs = small.build("nan_maker")
+with aoti_debug_printer.options(dump_dir=sys.argv[2], trap=1):
+    try:
+        torch._inductor.aoti_load_package(sys.argv[1])(*inputs)
+    except RuntimeError:
+        pass
+"""
+
+
+def test_a_findings_repro_line_runs_as_printed(package, tmp_path):
+    """The trap's repro line names the package the process loaded, and the
+    dump, quoted where the shell needs it: it runs as printed."""
+    path = package("nan_maker", 1)
+    dump = tmp_path / "a dump"
+    child = subprocess.run(
+        [sys.executable, "-c", TRAPPED, str(path), f"{dump}/"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(HERE)},
+    )
+    found = re.search(r"a one-kernel repro: (aoti-debug repro .*?) \(on a dump", child.stderr)
+    assert found, child.stderr
+    argv = shlex.split(found[1])
+    assert argv == ["aoti-debug", "repro", f"{dump}/", "--package", str(path)]
+    done = cli(*argv[1:], "-o", tmp_path / "repro")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "repro" / "repro.py").exists()
+    # The dump directory ends in a slash: no file under it is named with two.
+    assert "//" not in child.stderr + child.stdout
 
 
 @pytest.mark.parametrize("device", DEVICES)

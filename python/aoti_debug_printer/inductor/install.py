@@ -51,9 +51,12 @@ _FALLBACK_MODULE = "torch._inductor.codegen.cpp_wrapper_cpu"
 # Where Inductor's cache keys are made (see cache_tag).
 _CACHE_KEY_MODULE = "torch._inductor.codecache"
 # Where an exported program enters AOTInductor: the one place that still
-# knows its range constraints, which the compile may narrow (compiled_inputs).
+# knows its range constraints, which the compile may narrow (compiled_inputs);
+# and where a package is loaded: the one place that knows its path, which a
+# finding's repro line names.
 _ENTRY_MODULE = "torch._inductor"
 _ENTRY_POINT = "aoti_compile_and_package"
+_LOAD_POINT = "aoti_load_package"
 _TARGETS = (
     _PRINTER_MODULES
     + tuple(_SCHEDULING_MODULES)
@@ -179,7 +182,8 @@ def uses_inductor_hooks() -> bool:
 def _wrap_compile_entry(module: ModuleType) -> None:
     """aoti_compile_and_package, with the exported program's input ranges
     known to the codegen while it compiles, and a line for each dim the
-    package then accepts fewer sizes of (compiled_inputs)."""
+    package then accepts fewer sizes of (compiled_inputs); aoti_load_package,
+    telling the library each package's path."""
     original = getattr(module, _ENTRY_POINT, None)
     if original is None or getattr(original, "_aoti_debug_printer", False):
         return
@@ -200,6 +204,22 @@ def _wrap_compile_entry(module: ModuleType) -> None:
     aoti_compile_and_package._aoti_debug_printer = True
     _entry_points[f"{module.__name__}.{_ENTRY_POINT}"] = original
     setattr(module, _ENTRY_POINT, aoti_compile_and_package)
+
+    load = getattr(module, _LOAD_POINT, None)
+    if load is None or getattr(load, "_aoti_debug_printer", False):
+        return
+
+    @functools.wraps(load)
+    def aoti_load_package(path, *args, **kwargs):
+        if _installed and isinstance(path, (str, os.PathLike)):
+            from .._native import shim
+
+            shim().package_loaded(os.path.abspath(os.fspath(path)))
+        return load(path, *args, **kwargs)
+
+    aoti_load_package._aoti_debug_printer = True
+    _entry_points[f"{module.__name__}.{_LOAD_POINT}"] = load
+    setattr(module, _LOAD_POINT, aoti_load_package)
 
 
 def _patch(module: ModuleType) -> None:
