@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures as futures
+import faulthandler
 import multiprocessing
 import os
 import shutil
@@ -294,6 +295,11 @@ def bench_model(model_name: str, runners: dict, runs: int, blocking_ms: float) -
 
 
 def main() -> None:
+    # A crash names where it happened (every thread's Python stack), and
+    # every row printed before it is on the screen: stdout is a pipe under
+    # tee, block-buffered by default.
+    faulthandler.enable()
+    sys.stdout.reconfigure(line_buffering=True)
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )

@@ -2,8 +2,12 @@
 config of transformers (random weights), one sequence of 512 tokens.
 
     python bench/diverge_scale.py [--layers 16] [--hidden 2048] [--seq 512] [--dtype float32]
+                                  [--kv-heads N] [--plant-layer K]
 
-Prints the wall time of each phase (compile at level 1, the run that saves
+`--plant-layer K` plants one wrong activation: the output of layer K's MLP
+goes through test/testmodels/findings.py's `planted` op, the identity in
+eager, which Inductor lowers as 1.5 x + 0.25; diverge must name it, in
+about the time it takes on the correct model. Prints the wall time of each phase (compile at level 1, the run that saves
 what kernels write, the four evaluations and the judging), the peak host
 memory (RSS), the peak GPU memory, the dump's size on disk, the coverage and
 the verdict.
@@ -12,6 +16,7 @@ the verdict.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import resource
 import sys
@@ -33,13 +38,25 @@ def main() -> int:
     parser.add_argument("--seq", type=int, default=512)
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--kv-heads", type=int, help="grouped-query heads (default hidden/256)")
+    parser.add_argument(
+        "--plant-layer", type=int, help="plant a wrong activation after layer K's MLP"
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test"))
+    from testmodels import findings
     from testmodels.real import llama_1b
 
     torch.manual_seed(0)
-    model, inputs = llama_1b(args.layers, args.hidden, args.intermediate, args.seq)
+    model, inputs = llama_1b(
+        args.layers, args.hidden, args.intermediate, args.seq, kv_heads=args.kv_heads
+    )
+    planting = contextlib.nullcontext()
+    if args.plant_layer is not None:
+        mlp = model.model.layers[args.plant_layer].mlp
+        mlp.register_forward_hook(lambda module, given, out: findings.planted(out))
+        planting = findings.wrong_lowering("affine")
     dtype = getattr(torch, args.dtype)
     model = model.eval().to(args.device, dtype)
     params = sum(p.numel() for p in model.parameters())
@@ -48,7 +65,12 @@ def main() -> int:
         f"# torch {torch.__version__}, {args.device}"
         + (f" ({torch.cuda.get_device_name()})" if args.device == "cuda" else "")
         + f": Llama, {params / 1e9:.2f}B parameters, {args.layers} layers, "
-        f"sequence {args.seq}, {args.dtype}",
+        f"sequence {args.seq}, {args.dtype}"
+        + (
+            f", planted after layer {args.plant_layer}'s MLP"
+            if args.plant_layer is not None
+            else ""
+        ),
         flush=True,
     )
     start = time.monotonic()
@@ -58,7 +80,7 @@ def main() -> int:
         dump = Path(tmp) / "dump"
         start = time.monotonic()
         patch = {"aot_inductor.debug_intermediate_value_printer": "1"}
-        with aoti_debug_printer.enabled(), torch._inductor.config.patch(patch):
+        with aoti_debug_printer.enabled(), torch._inductor.config.patch(patch), planting:
             package = torch._inductor.aoti_compile_and_package(
                 program, package_path=str(Path(tmp) / "model.pt2")
             )

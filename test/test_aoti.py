@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -322,14 +326,37 @@ def test_level3_prints_kernel_names_in_order(package, capfd):
     assert all(f"launch {i}," in lines[2 * i] for i in range(len(kernels)))
 
 
-def test_unwritable_dump_dir_reports_once_and_model_runs(package, tmp_path, capfd):
+# Runs a package twice into an unusable dump directory, saving its output.
+UNSAVED = """
+import sys, torch, aoti_debug_printer
+from testmodels import small
+_, inputs = small.build("mlp")
+with aoti_debug_printer.options(dump_dir=sys.argv[2]):
+    compiled = torch._inductor.aoti_load_package(sys.argv[1])
+    for _ in range(2):
+        out = compiled(*inputs)
+torch.save(out, sys.argv[3])
+"""
+
+
+def test_unwritable_dump_dir_reports_once_and_model_runs(package, tmp_path):
+    """In a process of its own: the summary of what could not be saved comes
+    at its exit, and belongs to no other test's output."""
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    with aoti_debug_printer.options(dump_dir=blocker / "dump"):
-        out = run(package("mlp", 1), "mlp", repeat=2)
-    err = capfd.readouterr().err
-    assert err.count("[aoti-debug-printer] ERROR") == 1
-    assert "Not a directory" in err
+    done = subprocess.run(
+        [sys.executable, "-c", UNSAVED, package("mlp", 1), blocker / "dump", tmp_path / "out.pt"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parent)},
+    )
+    assert done.returncode == 0, done.stderr
+    errors = [line for line in done.stderr.splitlines() if "[aoti-debug-printer] ERROR" in line]
+    assert len(errors) == 2, done.stderr
+    assert "Not a directory" in errors[0]
+    # At exit, how many in all: every tensor of both runs.
+    assert re.search(r"ERROR: \d+ snapshots in all could not be saved$", errors[1]), errors
+    out = torch.load(tmp_path / "out.pt")
     assert torch.equal(out, run(package("mlp", 0), "mlp"))
 
 

@@ -25,8 +25,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("narrowed")]
 TEST_DIR = Path(__file__).parent
 
 
-def _compile_narrowed(level: int, directory: Path) -> tuple[Path, str]:
-    """The narrowed program at `level`, with what the compile logged."""
+def _compile_narrowed(level: int, directory: Path, device: str) -> None:
+    """The narrowed program at `level` on `device`, and what the compile
+    logged (compile.log), into `directory`."""
     records = []
     handler = logging.Handler()
     handler.emit = records.append
@@ -39,27 +40,28 @@ def _compile_narrowed(level: int, directory: Path) -> tuple[Path, str]:
                 {"aot_inductor.debug_intermediate_value_printer": str(level)}
             ),
         ):
-            path = torch._inductor.aoti_compile_and_package(
-                narrowed.export(), package_path=str(directory / f"narrowed-L{level}.pt2")
+            torch._inductor.aoti_compile_and_package(
+                narrowed.export(device), package_path=str(directory / f"narrowed-L{level}.pt2")
             )
     finally:
         logger.removeHandler(handler)
     (directory / "compile.log").write_text("\n".join(r.getMessage() for r in records))
-    return Path(path), (directory / "compile.log").read_text()
 
 
-@pytest.fixture(scope="module")
-def narrowed_package():
-    """The narrowed program compiled at level 2, once per test run, and the
-    lines its compile logged."""
+@pytest.fixture(scope="module", params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def narrowed_package(request):
+    """(device, the narrowed program compiled at level 2 on it, the lines
+    its compile logged), once per test run."""
+    device = request.param
     directory = shared(
-        f"narrowed-L2-{compile_key(narrowed.export())}", lambda d: _compile_narrowed(2, d)
+        f"narrowed-L2-{compile_key(narrowed.export(device))}",
+        lambda d: _compile_narrowed(2, d, device),
     )
-    return directory / "narrowed-L2.pt2", (directory / "compile.log").read_text()
+    return device, directory / "narrowed-L2.pt2", (directory / "compile.log").read_text()
 
 
 def test_the_compile_says_where_the_package_accepts_fewer_sizes(narrowed_package):
-    path, log = narrowed_package
+    device, path, log = narrowed_package
     lines = [line for line in log.splitlines() if "accepts fewer sizes" in line]
     assert len(lines) == 1, log
     # The input, the dim, the exported range, what the package accepts, and
@@ -67,18 +69,19 @@ def test_the_compile_says_where_the_package_accepts_fewer_sizes(narrowed_package
     assert "input x dim 1: exported as 8..512, compiled for 64 only" in lines[0]
     assert "guard s" in lines[0] and ">= 64 at " in lines[0]
     # The wrapper carries the check with the exported range beside it.
-    assert '"x", "float32 cpu [4,64(8..512),16] [1024,16,1]", arg0_1);' in wrapper_source(path)
+    expected = f'"x", "float32 {device} [4,64(8..512),16] [1024,16,1]", arg0_1);'
+    assert expected in wrapper_source(path)
 
 
 def test_the_package_is_silent_at_its_size_and_stops_at_another(narrowed_package, records):
-    path, _ = narrowed_package
+    device, path, _ = narrowed_package
     model = torch._inductor.aoti_load_package(str(path))
-    x = torch.randn(4, 64, 16)
+    x = torch.randn(4, 64, 16, device=device)
     torch.testing.assert_close(model(x), narrowed.Narrowed()(x))
     assert not [r for r in records() if r["event"] == "wrong_input"]
 
     with pytest.raises(RuntimeError, match="model input x is not what this package was compiled"):
-        model(torch.randn(4, 200, 16))
+        model(torch.randn(4, 200, 16, device=device))
     (wrong,) = [r for r in records() if r["event"] == "wrong_input"]
     assert (wrong["arg"], wrong["node"], wrong["kind"], wrong["dim"]) == ("arg0_1", "x", "size", 1)
     assert (wrong["given"], wrong["compiled_for"]) == ("200", "64")
@@ -90,31 +93,34 @@ def test_the_package_is_silent_at_its_size_and_stops_at_another(narrowed_package
     # Told to go on, the finding stays and the run goes on (as the package
     # reads it: 64 tokens); switched off, nothing.
     with aoti_debug_printer.options(input_check="continue"):
-        assert model(torch.randn(4, 200, 16)).shape == (4, 64, 16)
+        assert model(torch.randn(4, 200, 16, device=device)).shape == (4, 64, 16)
     assert len([r for r in records() if r["event"] == "wrong_input"]) == 2
     with aoti_debug_printer.options(input_check="off"):
-        model(torch.randn(4, 200, 16))
+        model(torch.randn(4, 200, 16, device=device))
     assert len([r for r in records() if r["event"] == "wrong_input"]) == 2
 
 
 def test_other_inputs_than_compiled_for_are_named(narrowed_package, records):
-    """A transposed layout, another dtype, another rank."""
-    path, _ = narrowed_package
+    """A transposed layout, another dtype, another device."""
+    device, path, _ = narrowed_package
     model = torch._inductor.aoti_load_package(str(path))
+    other = "cpu" if device == "cuda" else None
     for given, kind in (
-        (torch.randn(4, 16, 64).transpose(1, 2), "stride"),
-        (torch.randn(4, 64, 16, dtype=torch.float64), "dtype"),
+        (torch.randn(4, 16, 64, device=device).transpose(1, 2), "stride"),
+        (torch.randn(4, 64, 16, dtype=torch.float64, device=device), "dtype"),
+        *([(torch.randn(4, 64, 16, device=other), "device")] if other else []),
     ):
         with pytest.raises(RuntimeError, match="not what this package was compiled for"):
             model(given)
         assert records()[-1]["event"] == "wrong_input" and records()[-1]["kind"] == kind
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 @pytest.mark.parametrize("batch", [2, 5, 33])
-def test_a_correct_dynamic_package_is_silent_in_its_range(package, records, batch):
+def test_a_correct_dynamic_package_is_silent_in_its_range(package, records, batch, device):
     """Compiled with batch >= 2 (example 5): any batch in range runs, with no finding."""
-    model = torch._inductor.aoti_load_package(str(package("dynamic", 2)))
-    x = torch.randn(batch, 3)
+    model = torch._inductor.aoti_load_package(str(package("dynamic", 2, device=device)))
+    x = torch.randn(batch, 3, device=device)
     torch.testing.assert_close(model(x), torch.softmax(x * 2, dim=0))
     assert not [r for r in records() if r["event"] == "wrong_input"]
     assert [r for r in records() if r["event"] == "tensor" and r["phase"] == "model_input"]

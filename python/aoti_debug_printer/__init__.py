@@ -13,7 +13,7 @@ beside each; `option_table()` lists them with their meanings):
 output (AOTI_DEBUG_PRINTER_OUTPUT), format (_FORMAT), dump_dir (_DUMP_DIR),
 max_values (_MAX_VALUES), sync (_SYNC), replay (_REPLAY), rank (_RANK, else
 RANK), ranks (_RANKS), level (_LEVEL), kernels (_KERNELS), trap (_TRAP),
-guard (_GUARD), roles (_ROLES), end_job (_END_JOB).
+guard (_GUARD), roles (_ROLES), end_job (_END_JOB), input_check (_INPUT_CHECK).
 """
 
 from __future__ import annotations

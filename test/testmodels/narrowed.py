@@ -32,8 +32,8 @@ class Narrowed(torch.nn.Module):
         return torch.ops.adp_narrowed.mix_heads(x) + x
 
 
-def export() -> torch.export.ExportedProgram:
+def export(device: str = "cpu") -> torch.export.ExportedProgram:
     torch.manual_seed(0)
     return torch.export.export(
-        Narrowed(), (torch.randn(4, 64, 16),), dynamic_shapes={"x": {1: TOKENS}}
+        Narrowed(), (torch.randn(4, 64, 16, device=device),), dynamic_shapes={"x": {1: TOKENS}}
     )

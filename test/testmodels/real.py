@@ -25,10 +25,15 @@ class LastHiddenState(torch.nn.Module):
 
 
 def llama_1b(
-    layers: int = 16, hidden: int = 2048, intermediate: int = 5632, seq: int = 512
+    layers: int = 16,
+    hidden: int = 2048,
+    intermediate: int = 5632,
+    seq: int = 512,
+    kv_heads: int | None = None,
 ) -> tuple[torch.nn.Module, tuple[torch.Tensor]]:
     """A Llama-style decoder of transformers (grouped-query SDPA), on the CPU:
-    about 1.1B parameters as configured by default."""
+    about 1.1B parameters as configured by default; Llama-3-8B's shape with
+    layers=32, hidden=4096, intermediate=14336, kv_heads=8."""
     import transformers
 
     config = transformers.LlamaConfig(
@@ -36,7 +41,7 @@ def llama_1b(
         intermediate_size=intermediate,
         num_hidden_layers=layers,
         num_attention_heads=hidden // 64,
-        num_key_value_heads=hidden // 256,
+        num_key_value_heads=kv_heads or hidden // 256,
         vocab_size=32000,
         max_position_embeddings=seq,
         attn_implementation="sdpa",

@@ -126,4 +126,5 @@ def match_dump(
         )
         order = {id(r): i for i, r in enumerate(first_run)}
         result.matches.sort(key=lambda m: order[id(m.record)])
+    progress.phase("judged")
     return result

@@ -1,0 +1,116 @@
+"""One process loads packages of one model compiled at levels 0 to 3 and by
+PyTorch's own printer (and two that stop: the trap's, a wrong input's),
+runs them interleaved from several threads and switches the level, the
+trap and the guard underneath (test/stress.py). No crash, every result
+unchanged; on the CPU also with the library built with AddressSanitizer
+and UBSan, with no report."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, compile_package
+from testmodels.shared import shared
+
+import aoti_debug_printer
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("stress")]
+
+HERE = Path(__file__).resolve().parent
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
+
+
+def stress_packages(package, device: str) -> list[str]:
+    """NAME=PATH for stress.py: ours at levels 0 to 3, the built-in's, and
+    the two that stop."""
+    ours = [f"mlp:{level}={package('mlp', level, device=device)}" for level in range(4)]
+
+    def builtin(directory: Path) -> None:
+        aoti_debug_printer.uninstall()
+        try:
+            compile_package("mlp", 2, directory / "mlp.pt2", device=device)
+        finally:
+            aoti_debug_printer.install()
+
+    stock = shared(f"pt2-mlp-builtin-2-{device}", builtin) / "mlp.pt2"
+    return [
+        *ours,
+        f"mlp:builtin={stock}",
+        f"nan_maker={package('nan_maker', 2, device=device)}",
+        f"dynamic={package('dynamic', 2, device=device)}",
+    ]
+
+
+def run_stress(packages: list[str], device: str, dump: Path, env: dict | None = None, **kw):
+    return subprocess.run(
+        [sys.executable, HERE / "stress.py", device, dump, *packages, *kw.get("args", [])],
+        stdout=subprocess.DEVNULL,  # the built-in printer writes to it
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=600,
+    )
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_many_packages_many_threads_switches_flipped(package, tmp_path, device):
+    done = run_stress(stress_packages(package, device), device, tmp_path / "dump")
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "every other result unchanged" in done.stderr
+
+
+@pytest.fixture(scope="session")
+def sanitized_package() -> Path:
+    """This package with its library and _C built with AddressSanitizer and
+    UBSan (no CUDA kernel), once per test run: a directory to put first on
+    PYTHONPATH."""
+
+    def make(directory: Path) -> None:
+        build, site = directory / "build", directory / "site"
+        installed = Path(aoti_debug_printer.__file__).parent
+        shutil.copytree(installed, site / "aoti_debug_printer")
+        configure = [
+            "cmake", "-S", ROOT, "-B", build, f"-DPython3_EXECUTABLE={sys.executable}",
+            "-DCMAKE_BUILD_TYPE=RelWithDebInfo", "-DAOTI_DEBUG_PRINTER_SANITIZE=ON",
+            "-DAOTI_DEBUG_PRINTER_CUDA=OFF",
+        ]  # fmt: skip
+        for step in (
+            configure,
+            ["cmake", "--build", build, "-j", str(os.cpu_count() or 1), "--target", "_C"],
+            ["cmake", "--install", build, "--prefix", site],
+        ):
+            result = subprocess.run(step, capture_output=True, text=True)
+            assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+
+    return shared("sanitized-build", make) / "site"
+
+
+def test_the_same_under_address_and_undefined_behaviour_sanitizers(
+    package, sanitized_package, tmp_path
+):
+    library = sanitized_package / "aoti_debug_printer" / "libaoti_debug_printer.so"
+    asan = subprocess.run(
+        ["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    env = {
+        "PYTHONPATH": os.pathsep.join([str(sanitized_package), str(HERE)]),
+        # The packages find the sanitized library, not the installed one.
+        "AOTI_DEBUG_PRINTER_LIBRARY": str(library),
+        "LD_PRELOAD": asan,
+        # Python and torch keep memory to exit: leaks are not what this finds.
+        "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1:halt_on_error=1",
+        "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1",
+    }
+    done = run_stress(
+        stress_packages(package, "cpu"), "cpu", tmp_path / "dump", env,
+        args=["--threads", "4", "--runs", "25"],
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-6000:]
+    assert "ERROR: AddressSanitizer" not in done.stderr
+    assert "runtime error:" not in done.stderr
+    assert f"every other result unchanged (library {library})" in done.stderr
