@@ -38,6 +38,9 @@ SWITCHES = {
 }
 
 
+STOP_WORDS = ("TRAP", "WRITE GUARD", "CUDA ERROR", "WRONG INPUT", "ERROR")
+
+
 def same(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Bit for bit, NaN where NaN."""
     return torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(0.0), b.nan_to_num(0.0))
@@ -90,7 +93,11 @@ def main() -> int:
                 if wrong_input or name.startswith("nan_maker"):
                     stopped["found"] += 1
                     continue
-                failures.append(f"{name}: stopped where nothing could be found: {e}")
+                failures.append(
+                    f"{name}: stopped where nothing could be found: {e} (switches then: "
+                    + ", ".join(f"{k}={aoti_debug_printer.get_option(k)}" for k in SWITCHES)
+                    + ")"
+                )
                 return
             if wrong_input:
                 continue  # the level was switched to 0 just then: nothing checks
@@ -109,6 +116,21 @@ def main() -> int:
     flipper.join()
     aoti_debug_printer.set_option("output", "stdout")
     if failures:
+        # The findings the library wrote, which say why a run stopped where
+        # the exception does not (torch 2.11 keeps only its own message).
+        records = (Path(args.dump_dir) / "records.txt").read_text(errors="replace").splitlines()
+        said = [line for line in records if line.startswith("[aoti-debug-printer]")]
+        stops = [line for line in said if any(w in line for w in STOP_WORDS)]
+        # Those the stress causes on purpose say nothing new.
+        unexpected = [
+            line
+            for line in stops
+            if not ("WRONG INPUT" in line and "is float64, but" in line)
+            and not ("TRAP" in line and "log_mul_relu" in line)
+        ]
+        print(
+            "\n".join(["stress: stops not caused on purpose:", *unexpected[-12:]]), file=sys.stderr
+        )
         print(f"stress: FAILED: {failures[0]}", file=sys.stderr)
         return 1
     print(
