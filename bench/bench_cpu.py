@@ -219,17 +219,22 @@ def main() -> None:
         shutil.rmtree(directory)
         aoti_debug_printer.set_option("output", "stdout")
         # The level-2 model again, switched off at run time (no recompiling).
-        cases = [(name, name, -1) for name in runners]
-        cases.insert(2, ("ours, level 2, off at run time", "ours, level 2", 0))
+        # And with its check of the inputs (the one call per input and run
+        # before the first kernel) switched off.
+        cases = [(name, name, -1, "stop") for name in runners]
+        cases.insert(2, ("ours, level 2, off at run time", "ours, level 2", 0, "stop"))
+        cases.insert(3, ("ours, level 2, inputs unchecked", "ours, level 2", -1, "off"))
         with stdout_to_devnull():
             # Interleaved rounds, so drift in the machine's speed hits all alike.
-            results: dict[str, list[float]] = {name: [] for name, _, _ in cases}
+            results: dict[str, list[float]] = {name: [] for name, *_ in cases}
             for _ in range(3):
-                for name, variant, level in cases:
+                for name, variant, level, input_check in cases:
                     aoti_debug_printer.set_option("level", level)
+                    aoti_debug_printer.set_option("input_check", input_check)
                     run = runners[variant]
                     results[name].append(median_ms(lambda run=run: run(x), max(args.runs // 3, 1)))
             aoti_debug_printer.set_option("level", -1)
+            aoti_debug_printer.set_option("input_check", "stop")
     base = min(results["off (level 0)"])
     print(f"\nOne inference, {args.blocks} blocks ({3 * args.blocks} kernels), batch {args.batch}:")
     print(f"  {'variant':<32}{'ms':>10}{'vs off':>10}{'overhead':>12}")
@@ -245,6 +250,8 @@ def main() -> None:
     print(f"  level 2: our overhead / built-in overhead = {ours / builtin:.2f}")
     switched = min(results["ours, level 2, off at run time"]) / base - 1
     print(f"  level 2 switched off at run time costs {100 * switched:+.2f}% of an inference")
+    checked = min(results["ours, level 2"]) / min(results["ours, level 2, inputs unchecked"]) - 1
+    print(f"  level 2's check of the inputs costs {100 * checked:+.2f}% of an inference")
 
     activation = torch.randn(args.batch, args.width)
     bench_record_cost(

@@ -102,7 +102,7 @@ def main() -> int:
         found = aoti_debug_printer.first_divergence_from_eager(program, dump=dump, progress=True)
         judged = time.monotonic()
     text = format_divergence(found).splitlines()
-    print(text[0])
+    print("\n".join(text[:12]))
     print("\n".join(line for line in text if line.startswith("  not compared")))
     print(f"diverge on the dump: {judged - ran:.0f}s; whole: {judged - start:.0f}s")
     print(

@@ -32,6 +32,7 @@ from pathlib import Path
 from types import ModuleType
 
 from .._native import PACKAGE_DIR
+from . import entry_points
 
 log = logging.getLogger(__name__)
 
@@ -50,13 +51,8 @@ _SCHEDULING_MODULES = {
 _FALLBACK_MODULE = "torch._inductor.codegen.cpp_wrapper_cpu"
 # Where Inductor's cache keys are made (see cache_tag).
 _CACHE_KEY_MODULE = "torch._inductor.codecache"
-# Where an exported program enters AOTInductor: the one place that still
-# knows its range constraints, which the compile may narrow (compiled_inputs);
-# and where a package is loaded: the one place that knows its path, which a
-# finding's repro line names.
+# Where AOTInductor's public entry points live (entry_points wraps them).
 _ENTRY_MODULE = "torch._inductor"
-_ENTRY_POINT = "aoti_compile_and_package"
-_LOAD_POINT = "aoti_load_package"
 _TARGETS = (
     _PRINTER_MODULES
     + tuple(_SCHEDULING_MODULES)
@@ -68,9 +64,6 @@ _HOOKS_MODULE = "torch._inductor.debug_printer_hooks"
 
 _lock = threading.RLock()
 _originals: dict[str, object] = {}
-# The public entry point we wrap on every torch, patched or not: no hook of
-# Inductor's sees the exported program (docs/internals.md).
-_entry_points: dict[str, object] = {}
 _installed = False
 
 
@@ -179,52 +172,9 @@ def uses_inductor_hooks() -> bool:
     return hooks is not None and hooks.get_hooks() is _HOOKS
 
 
-def _wrap_compile_entry(module: ModuleType) -> None:
-    """aoti_compile_and_package, with the exported program's input ranges
-    known to the codegen while it compiles, and a line for each dim the
-    package then accepts fewer sizes of (compiled_inputs); aoti_load_package,
-    telling the library each package's path."""
-    original = getattr(module, _ENTRY_POINT, None)
-    if original is None or getattr(original, "_aoti_debug_printer", False):
-        return
-    from . import compiled_inputs
-
-    @functools.wraps(original)
-    def aoti_compile_and_package(exported_program, *args, **kwargs):
-        if not _installed:
-            return original(exported_program, *args, **kwargs)
-        outer = compiled_inputs.current()
-        with compiled_inputs.compiling(exported_program) as facts:
-            path = original(exported_program, *args, **kwargs)
-        # A caller that set up the facts (diverge) says what they hold itself.
-        if facts is not outer:
-            compiled_inputs.say_narrowed(facts)
-        return path
-
-    aoti_compile_and_package._aoti_debug_printer = True
-    _entry_points[f"{module.__name__}.{_ENTRY_POINT}"] = original
-    setattr(module, _ENTRY_POINT, aoti_compile_and_package)
-
-    load = getattr(module, _LOAD_POINT, None)
-    if load is None or getattr(load, "_aoti_debug_printer", False):
-        return
-
-    @functools.wraps(load)
-    def aoti_load_package(path, *args, **kwargs):
-        if _installed and isinstance(path, (str, os.PathLike)):
-            from .._native import shim
-
-            shim().package_loaded(os.path.abspath(os.fspath(path)))
-        return load(path, *args, **kwargs)
-
-    aoti_load_package._aoti_debug_printer = True
-    _entry_points[f"{module.__name__}.{_LOAD_POINT}"] = load
-    setattr(module, _LOAD_POINT, aoti_load_package)
-
-
 def _patch(module: ModuleType) -> None:
     if module.__name__ == _ENTRY_MODULE:
-        _wrap_compile_entry(module)
+        entry_points.wrap(module, is_installed)
         return
     hooks = inductor_hooks()
     if hooks is not None:
@@ -604,6 +554,7 @@ _CACHE_TAG_PREFIX = "aoti-debug-printer-"
 GENERATOR_FILES = (
     "inductor/codegen.py",
     "inductor/compiled_inputs.py",
+    "inductor/entry_points.py",
     "inductor/provenance.py",
     "inductor/filter.py",
     "inductor/install.py",
@@ -686,11 +637,7 @@ def uninstall() -> None:
                 if cls is not None:
                     setattr(cls, attr, original)
         _originals.clear()
-        for name, original in _entry_points.items():
-            module_name, attr = name.rsplit(".", 1)
-            if module_name in sys.modules:
-                setattr(sys.modules[module_name], attr, original)
-        _entry_points.clear()
+        entry_points.unwrap()
 
 
 def is_installed() -> bool:
