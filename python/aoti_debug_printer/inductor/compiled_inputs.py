@@ -26,8 +26,6 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-_NO_BOUND = None  # an upper bound of infinity
-
 
 @dataclass(frozen=True)
 class Range:
@@ -69,15 +67,16 @@ class Accepted:
         """The shim's text (aoti_debug_printer_check_input's grammar)."""
 
         def dim(d: Dim) -> str:
-            text = str(d.accepted.lo) if d.fixed else f"{d.symbol or '?'}:{_range(d.accepted)}"
-            return text + (f"({_range(d.exported)})" if d.exported else "")
+            text = str(d.accepted.lo) if d.fixed else f"{d.symbol or '?'}:{_as_grammar(d.accepted)}"
+            return text + (f"({_as_grammar(d.exported)})" if d.exported else "")
 
         sizes = ",".join(dim(d) for d in self.sizes)
         strides = ",".join("?" if s is None else str(s) for s in self.strides)
         return f"{self.dtype} {self.device} [{sizes}] [{strides}]"
 
 
-def _range(r: Range) -> str:
+def _as_grammar(r: Range) -> str:
+    """LO..HI, as the shim reads a range (HI empty for none), even of one size."""
     return f"{r.lo}..{'' if r.hi is None else r.hi}"
 
 
