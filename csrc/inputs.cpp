@@ -122,12 +122,15 @@ std::optional<Mismatch> check(const CompiledInput& compiled, const at::Tensor& t
                  "has " + std::to_string(rank) + " dims, but this package was compiled for " +
                      std::to_string(compiled.sizes.size()));
   }
-  const std::string dims = list_text(t.sizes());
+  // The words of a finding are made only where there is one: this runs
+  // once per input of every run.
+  auto at = [&](int64_t i) {
+    return "dim " + std::to_string(i) + " is " + std::to_string(t.size(i)) + " (shape " +
+           list_text(t.sizes()) + "), but this package ";
+  };
   for (int64_t i = 0; i < rank; ++i) {
     const CompiledDim& d = compiled.sizes[i];
     const int64_t size = t.size(i);
-    const std::string at = "dim " + std::to_string(i) + " is " + std::to_string(size) + " (shape " +
-                           dims + "), but this package ";
     if (!d.accepted.holds(size)) {
       std::string takes = d.accepted.one() ? "was compiled for " + range_text(d.accepted) + " only"
                                            : "accepts " + range_text(d.accepted);
@@ -142,14 +145,15 @@ std::optional<Mismatch> check(const CompiledInput& compiled, const at::Tensor& t
         takes += ": export it with a torch.export.Dim that covers " + std::to_string(size) +
                  " and compile again";
       }
-      return found("size", i, std::to_string(size), range_text(d.accepted), at + takes);
+      return found("size", i, std::to_string(size), range_text(d.accepted), at(i) + takes);
     }
     if (d.symbol.empty()) continue;
-    const std::string here = "input " + input + " dim " + std::to_string(i);
-    const auto [bound, added] = symbols.try_emplace(d.symbol, Binding{size, here});
-    if (!added && bound->second.value != size) {
+    const auto bound = symbols.find(d.symbol);
+    if (bound == symbols.end()) {
+      symbols.emplace(d.symbol, Binding{size, "input " + input + " dim " + std::to_string(i)});
+    } else if (bound->second.value != size) {
       return found("relation", i, std::to_string(size), std::to_string(bound->second.value),
-                   at + "takes it equal to " + bound->second.where + ", which is " +
+                   at(i) + "takes it equal to " + bound->second.where + ", which is " +
                        std::to_string(bound->second.value));
     }
   }
