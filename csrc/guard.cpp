@@ -206,7 +206,7 @@ std::string save_copy(const Settings& settings, const Where& at, const at::Tenso
 std::string report(const Settings& settings, GuardFinding f) {
   emit(settings.output, format_guard(f, settings.format == Format::Jsonl));
   const std::string repro = note_finding_in_dump(settings.dump_dir, format_guard(f, true));
-  if (settings.output != "stderr") report_error("write guard: " + f.message + repro);
+  report_stop(settings.output, "write guard: " + f.message + repro);
   state.entries.clear();  // the run stops here
   return "write guard: " + f.message + repro;
 }

@@ -418,6 +418,10 @@ void to_stderr(const char* kind, const std::string& message) {
 
 void report_error(const std::string& message) { to_stderr("ERROR: ", message); }
 
+void report_stop(const std::string& output, const std::string& message) {
+  if (output != "stderr") report_error(message);
+}
+
 void report_note(const std::string& message) { to_stderr("note: ", message); }
 
 namespace {

@@ -47,6 +47,10 @@ bool records_waiting();
 
 // The one place user-facing errors go (stderr, whatever the output is).
 void report_error(const std::string& message);
+// What stopped a run (the trap, the guard, a CUDA error, a wrong input),
+// also on stderr where the records go elsewhere (`output`): the generated
+// code's exception names no more than the kernel or the input.
+void report_stop(const std::string& output, const std::string& message);
 // A note for the user on stderr: something was done that they should know of.
 void report_note(const std::string& message);
 

@@ -183,10 +183,8 @@ std::string launch_and_check(Level compiled, Phase phase, const std::string& ker
               ? note_finding_in_dump(settings.dump_dir,
                                      format_cuda_error(w, error, state.watched, true))
               : "; AOTI_DEBUG_PRINTER_REPLAY=1 saves its arguments for a one-kernel repro";
-      if (settings.output != "stderr") {
-        report_error("CUDA error after kernel " + kernel + " (launch " + std::to_string(w.launch) +
-                     "): " + error + repro);
-      }
+      report_stop(settings.output, "CUDA error after kernel " + kernel + " (launch " +
+                                       std::to_string(w.launch) + "): " + error + repro);
       state.watched.clear();
       return "kernel " + kernel + " (launch " + std::to_string(w.launch) + ") failed: " + error +
              repro;
@@ -412,8 +410,7 @@ Stop check_input(Level compiled, const std::string& arg, const std::string& name
   }
   if (settings.input_check == InputCheck::Continue) return {};
   const std::string message = "wrong input: " + wrong->message;
-  // The generated code's exception carries no more than the input's name.
-  if (settings.output != "stderr") report_error(message);
+  report_stop(settings.output, message);
   job::stopped(settings, message);
   return Stop{AOTI_DEBUG_PRINTER_STOPPED_BY_INPUT_CHECK, message};
 }

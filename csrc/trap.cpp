@@ -40,8 +40,7 @@ std::string check(const Settings& settings, const Where& where, const TensorStat
   const std::string message = "NaN/Inf trap: kernel " + where.kernel + " (launch " +
                               std::to_string(where.launch) + ") made NaN/Inf in " + where.arg +
                               repro;
-  // The generated code's exception carries no more than the kernel's name.
-  if (settings.output != "stderr") report_error(message);
+  report_stop(settings.output, message);
   return message;
 }
 
