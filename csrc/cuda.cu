@@ -1038,24 +1038,51 @@ std::string check_current_stream() {
   return std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err);
 }
 
+namespace {
+// A driver function, from the runtime's driver entry points, so this library
+// never links libcuda itself (torch does not either); nullptr where the
+// driver has none.
+template <typename Function>
+Function driver_function(const char* name) {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+#if CUDART_VERSION >= 12050
+  const cudaError_t err =
+      cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &found);
+#else
+  const cudaError_t err = cudaGetDriverEntryPoint(name, &fn, cudaEnableDefault, &found);
+#endif
+  return err == cudaSuccess && found == cudaDriverEntryPointSuccess ? reinterpret_cast<Function>(fn)
+                                                                    : nullptr;
+}
+}  // namespace
+
+int bind_context() {
+  // Only a process that already uses CUDA: this must never create a context
+  // (or initialize CUDA) for a CPU model.
+  static const int devices = c10::cuda::device_count();
+  if (devices == 0) return -1;
+  using GetCurrent = CUresult (*)(CUcontext*);
+  static const GetCurrent get_current = driver_function<GetCurrent>("cuCtxGetCurrent");
+  CUcontext current = nullptr;
+  if (!get_current || get_current(&current) != CUDA_SUCCESS || current != nullptr) return -1;
+  int dev = -1;
+  if (cudaGetDevice(&dev) != cudaSuccess) return -1;
+  // A device this process has not used yet gets its context from the
+  // package's own first runtime call (its first allocation).
+  if (!c10::cuda::hasPrimaryContext(static_cast<c10::DeviceIndex>(dev))) return -1;
+  // cudaSetDevice makes the device's primary context current on this thread
+  // even where the device already is the current one (CUDA 12 and later).
+  if (cudaSetDevice(dev) != cudaSuccess) {
+    cudaGetLastError();
+    return -1;
+  }
+  return dev;
+}
+
 Allocation allocation_of(const void* address) {
   using GetRange = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
-  // From the runtime's driver entry points, so this library never links
-  // libcuda itself (torch does not either).
-  static const GetRange get_range = []() -> GetRange {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-#if CUDART_VERSION >= 12050
-    const cudaError_t err = cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000,
-                                                             cudaEnableDefault, &found);
-#else
-    const cudaError_t err =
-        cudaGetDriverEntryPoint("cuMemGetAddressRange", &fn, cudaEnableDefault, &found);
-#endif
-    return err == cudaSuccess && found == cudaDriverEntryPointSuccess
-               ? reinterpret_cast<GetRange>(fn)
-               : nullptr;
-  }();
+  static const GetRange get_range = driver_function<GetRange>("cuMemGetAddressRange");
   Allocation a;
   CUdeviceptr base = 0;
   size_t size = 0;

@@ -64,6 +64,18 @@ Snapshot take(const Landing& l, const std::string& error);
 // CUDA context exists in this process (a check never creates one).
 std::string check_current_stream();
 
+// AOTInductor launches its kernels with the driver's cuLaunchKernel, on the
+// calling thread's current context. A thread that has made no CUDA runtime
+// call yet has none: a fresh worker thread whose first CUDA work is a
+// package of Triton kernels only, since nothing in such a run calls the
+// runtime (the wrapper's device guard skips cudaSetDevice when the device is
+// the current one already, and cached allocations reach no CUDA call). Its
+// first launch then fails with "CUDA driver error: invalid device context",
+// with this library or without. Where CUDA is in use and this thread has no
+// current context, makes the current device's primary context current and
+// returns that device; -1 where nothing was done.
+int bind_context();
+
 // The driver allocation holding `address`: [base, base + size). `known` is
 // false where it cannot be told (no CUDA, not device memory).
 struct Allocation {

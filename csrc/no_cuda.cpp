@@ -53,6 +53,8 @@ Snapshot take(const Landing&, const std::string&) {
 
 std::string check_current_stream() { return ""; }
 
+int bind_context() { return -1; }
+
 Allocation allocation_of(const void*) { return {}; }
 
 Facts facts_of(int) { return {}; }

@@ -6,6 +6,7 @@
 #include "guard.h"
 #include "inputs.h"
 #include "job.h"
+#include "output.h"
 #include "save.h"
 #include "settings.h"
 #include "shim.h"
@@ -16,6 +17,7 @@
 #include <atomic>
 #include <cstdio>
 #include <exception>
+#include <mutex>
 #include <unordered_map>
 #include <vector>
 
@@ -73,6 +75,22 @@ const char* or_empty(const char* s) { return s ? s : ""; }
 void begin_run(bool with_end) {
   // A run that was never ended leaves no record behind in the next.
   if (records_waiting()) flush_records();
+  // Every run, at every level: the model must not fail where this thread
+  // has no CUDA context (device.h), and the user should know why a package
+  // that runs here fails without this library.
+  if (const int device = device::bind_context(); device >= 0) {
+    static std::once_flag told;
+    std::call_once(told, [device] {
+      report_note(
+          "a thread began a model's run with no current CUDA context: AOTInductor's "
+          "kernel launches need one, and without this library such a run fails with "
+          "'CUDA driver error: invalid device context'; made device " +
+          std::to_string(device) +
+          "'s primary context current (in a thread of your own, call "
+          "torch.cuda.set_device(" +
+          std::to_string(device) + ") before its first run)");
+    });
+  }
   state.run_has_end = with_end;
   state.records_end_follows = false;
   state.run = next_run.fetch_add(1);

@@ -53,7 +53,18 @@ def main() -> int:
     parser.add_argument("packages", nargs="+", metavar="NAME=PACKAGE.pt2")
     parser.add_argument("--threads", type=int, default=6)
     parser.add_argument("--runs", type=int, default=60, help="per thread")
+    parser.add_argument(
+        "--switch",
+        action="append",
+        default=[],
+        metavar="KEY=V,V",
+        help="the values the flipper picks from for KEY (to narrow down a failure)",
+    )
     args = parser.parse_args()
+    switches = dict(SWITCHES)
+    for spec in args.switch:
+        key, values = spec.split("=", 1)
+        switches[key] = values.split(",")
 
     Path(args.dump_dir).mkdir(parents=True, exist_ok=True)
     aoti_debug_printer.set_option("output", str(Path(args.dump_dir) / "records.txt"))
@@ -77,8 +88,8 @@ def main() -> int:
     def flip() -> None:
         rng = random.Random(1)
         while not done.is_set():
-            key = rng.choice(list(SWITCHES))
-            aoti_debug_printer.set_option(key, rng.choice(SWITCHES[key]))
+            key = rng.choice(list(switches))
+            aoti_debug_printer.set_option(key, rng.choice(switches[key]))
             time.sleep(rng.uniform(0, 0.01))
 
     def work(seed: int) -> None:

@@ -47,7 +47,7 @@ def stress_packages(package, device: str) -> list[str]:
 
 
 def run_stress(packages: list[str], device: str, dump: Path, env: dict | None = None, **kw):
-    return subprocess.run(
+    done = subprocess.run(
         [sys.executable, HERE / "stress.py", device, dump, *packages, *kw.get("args", [])],
         stdout=subprocess.DEVNULL,  # the built-in printer writes to it
         stderr=subprocess.PIPE,
@@ -55,6 +55,9 @@ def run_stress(packages: list[str], device: str, dump: Path, env: dict | None = 
         env={**os.environ, **(env or {})},
         timeout=600,
     )
+    # Kept beside the dump: what a failure said, in full.
+    (dump.parent / "stress.stderr").write_text(done.stderr)
+    return done
 
 
 def what_stopped(stderr: str) -> str:
@@ -131,3 +134,40 @@ def test_the_same_under_address_and_undefined_behaviour_sanitizers(
     assert "ERROR: AddressSanitizer" not in done.stderr
     assert "runtime error:" not in done.stderr
     assert f"every other result unchanged (library {library})" in done.stderr
+
+
+FRESH_THREAD = """
+import sys, threading, torch
+import aoti_debug_printer
+run = torch._inductor.aoti_load_package(sys.argv[1])
+x = torch.randn(5, 3, device="cuda")
+expected = run(x)  # this thread's context is current: every kernel is loaded
+same = []
+def work(level):
+    aoti_debug_printer.set_option("level", level)
+    same.append(torch.equal(run(x), expected))
+for level in ("0", "2"):  # the printer switched off at run time, and on
+    thread = threading.Thread(target=work, args=(level,))
+    thread.start()
+    thread.join()
+print(same)
+"""
+
+
+@pytest.mark.gpu
+def test_a_fresh_thread_runs_a_package_of_triton_kernels_only(package, tmp_path):
+    """A thread that never called the CUDA runtime has no current context,
+    and a package whose run calls only the driver (Triton kernels, cached
+    allocations) fails there with 'invalid device context', with the printer
+    or without: each run binds the primary context, and says so once."""
+    done = subprocess.run(
+        [sys.executable, "-c", FRESH_THREAD, package("dynamic", 2, device="cuda")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "AOTI_DEBUG_PRINTER_OUTPUT": str(tmp_path / "records.txt")},
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert done.stdout.strip() == "[True, True]"
+    assert done.stderr.count("no current CUDA context") == 1, done.stderr
+    assert "made device 0's primary context current" in done.stderr
