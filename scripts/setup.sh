@@ -70,7 +70,9 @@ read -r torch_key tree_key < <(python scripts/wheel_key.py)
 [ -n "${tree_key:-}" ] || { echo "setup: cannot tell this torch or tree apart" >&2; exit 1; }
 wheels=build/wheels/$torch_key
 if [ "$(cat "$wheels/tree" 2>/dev/null)" != "$tree_key" ]; then
-  rm -rf "$wheels"
+  # setuptools copies the package into build/lib and never removes what the
+  # tree no longer has: a module moved away would ship in the wheel.
+  rm -rf "$wheels" build/lib.*
   python -m pip wheel -q --no-deps --no-build-isolation -w "$wheels" .
   echo "$tree_key" >"$wheels/tree"
 fi
