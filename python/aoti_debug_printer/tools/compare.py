@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 
 from ..records import Phase
@@ -75,7 +76,7 @@ class Difference:
         )
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Comparison:
     a: Path
     b: Path
@@ -214,12 +215,19 @@ def node_keyed(dump: Dump) -> tuple[dict[tuple, Record], dict[str, list[Record]]
     return keyed, unkeyed
 
 
-# What a launch read that no node names (a buffer Inductor made, an
-# intermediate): its difference is bounded by everything written before.
-UNNAMED = ("unnamed",)
+class _Unnamed(Enum):
+    """What a launch read that no node names (a buffer Inductor made, an
+    intermediate): its difference is bounded by everything written before.
+    One member: a sentinel that no ("node", name) or ("input", arg) key
+    can equal."""
+
+    UNNAMED = "unnamed"
 
 
-def inputs_of(dump: Dump) -> dict[tuple, set[tuple]]:
+UNNAMED = _Unnamed.UNNAMED
+
+
+def inputs_of(dump: Dump) -> dict[tuple, set[tuple | _Unnamed]]:
     """(rank, run, launch) -> what that launch read: the nodes its read
     arguments held before it, and the model inputs, as node_keyed's `what`;
     UNNAMED where it read something else."""
@@ -317,7 +325,7 @@ def compare(
         rank, run = key[0], key[1]
         launch = ra.launch
         for what in reads.get((rank, run, launch), ()):
-            if what == UNNAMED:
+            if what is UNNAMED:
                 # Read something no node names: it may carry any difference
                 # written before.
                 rms, top = before.of(rank, run, launch)
@@ -335,15 +343,15 @@ def compare(
         compared.append(d)
     only_b = [rb for key, rb in in_b.items() if key not in in_a]
     return Comparison(
-        da.source,
-        db.source,
-        compared,
-        only_a,
-        only_b,
-        "node" if by_node else "kernel",
-        not_comparable,
-        env_a,
-        env_b,
+        a=da.source,
+        b=db.source,
+        compared=compared,
+        only_a=only_a,
+        only_b=only_b,
+        matched_by="node" if by_node else "kernel",
+        not_comparable=not_comparable,
+        env_a=env_a,
+        env_b=env_b,
     )
 
 

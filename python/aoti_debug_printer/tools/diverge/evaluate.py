@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+import torch.fx
+
 from ..numerics import scale_of
 
 # Ops evaluated where their implementation is trusted: ATen's and its
@@ -36,7 +39,6 @@ VAR_MEAN = "aten.var_mean.correction"
 
 def terms_scale(target, args) -> tuple[float, float] | None:
     """The scale of the terms a sum or mean adds up: its first argument."""
-    import torch
 
     if str(target) in _SUMS and args and isinstance(args[0], torch.Tensor):
         return scale_of(args[0])
@@ -58,8 +60,6 @@ class Evaluation:
         device: str | None = None,
         memory_formats: dict[str, Any] | None = None,
     ) -> None:
-        import torch
-
         self.truth = truth
         self.device = torch.device("cpu" if truth or device is None else device)
         # Convolution nodes the compiled run computed in another memory
@@ -80,7 +80,6 @@ class Evaluation:
         """A value as this evaluation holds it: for the truth, tensors on
         the CPU in double (complex double), dtype and device arguments to
         match; the benchmark keeps what it is given, on its device."""
-        import torch
 
         if isinstance(x, torch.Tensor):
             if not self.truth:
@@ -103,7 +102,6 @@ class Evaluation:
     def run(
         self, args: tuple, kwargs: dict, keep: set[str], substitutes: dict[str, Any] | None = None
     ) -> dict[str, Any]:
-        import torch
         from torch.utils import _pytree as pytree
 
         values: dict[str, Any] = {}
@@ -120,8 +118,6 @@ class Evaluation:
     ):
         """An FX interpreter of `module` that adapts every value to this
         evaluation, keeps `keep` and puts `substitutes` in place."""
-        import torch
-        import torch.fx
         from torch.utils import _pytree as pytree
 
         evaluation = self
@@ -162,8 +158,6 @@ class Evaluation:
         return run
 
     def call(self, target, args, kwargs, memory_format=None):
-        import torch
-        import torch.fx
         from torch.utils import _pytree as pytree
 
         if memory_format is not None and not self.truth and is_convolution(target):
@@ -201,7 +195,6 @@ class Evaluation:
 def _changed_in_place(graph) -> set[str]:
     """The placeholder and get_attr nodes an op of `graph` writes to: an
     argument its schema marks written (index_copy_'s self, out=)."""
-    import torch
 
     written: set[str] = set()
     for n in graph.nodes:
@@ -238,7 +231,6 @@ def eager_values(
     """Every node's value from running `program` node by node: the truth
     (float64 on the CPU) with `float64`, else in its own dtypes where its
     inputs are."""
-    import torch
     from torch.utils import _pytree as pytree
 
     flat = [
@@ -253,7 +245,6 @@ def eager_values(
 
 def is_convolution(target) -> bool:
     """An ATen convolution, whose first two arguments are its input and weight."""
-    import torch
 
     aten = torch.ops.aten
     return getattr(target, "overloadpacket", None) in (
