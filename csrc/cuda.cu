@@ -519,16 +519,17 @@ int dense_blocks_per_sm() {
   return per_sm;
 }
 
-// What a plan needs of a device, asked once per host thread and device, not
-// per tensor.
-struct DeviceFacts {
+// What a launch plan needs of a device, asked once per host thread and
+// device, not per tensor (device.h's Facts is what a dump's environment
+// record says of it).
+struct LaunchFacts {
   int sms = 0;
   bool dependent_launch = false;  // sm_90+
 };
-const DeviceFacts& facts_of(int device) {
-  thread_local std::vector<DeviceFacts> known;
+const LaunchFacts& launch_facts_of(int device) {
+  thread_local std::vector<LaunchFacts> known;
   if (known.size() <= static_cast<size_t>(device)) known.resize(device + 1);
-  DeviceFacts& f = known[device];
+  LaunchFacts& f = known[device];
   if (f.sms == 0) {
     int major = 0;
     C10_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
@@ -540,7 +541,7 @@ const DeviceFacts& facts_of(int device) {
 
 // nullopt when `t`'s dtype has no statistics. `t` has elements.
 std::optional<Plan> plan_of(const at::Tensor& t, bool with_values) {
-  const DeviceFacts& device = facts_of(t.device().index());
+  const LaunchFacts& device = launch_facts_of(t.device().index());
   const int64_t sms = device.sms;
   Plan p;
   p.dependent_launch = device.dependent_launch;
