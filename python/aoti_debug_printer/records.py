@@ -86,6 +86,7 @@ class Reason(str, Enum):
     WRITES_UNKNOWN = "writes_unknown"
     MODEL_INPUT = "model_input"
     CONSTANT = "constant"
+    INTERNALS_MOVED = "internals_moved"
 
     def why(self, detail: str = "") -> str:
         """The record's `why` field."""
@@ -115,6 +116,7 @@ _REASON_TEXT = {
     Reason.WRITES_UNKNOWN: "a kernel whose writes the printer does not know",
     Reason.MODEL_INPUT: "a model input",
     Reason.CONSTANT: "a weight or constant no kernel the printer saw wrote",
+    Reason.INTERNALS_MOVED: "not known: what the printer reads of this torch's Inductor has moved",
 }
 
 

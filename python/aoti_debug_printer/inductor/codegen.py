@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import logging
 import re
-from contextlib import contextmanager, nullcontext
 from enum import Enum
-from functools import cache
 from typing import Any
 
-from .._native import HEADER, shim
+from .._native import shim
 from ..records import CALL_COMMENT
-from .compiled_inputs import Accepted, accepted_inputs
+from .compiled_inputs import accepted_inputs
+from .emitters import CPP, OUTPUT_HANDLE, PYTHON, Emitter, label
 from .filter import KernelFilter
 from .provenance import Held, Provenance, Writes
 
@@ -26,11 +25,6 @@ log = logging.getLogger(__name__)
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _NOT_VARIABLES = frozenset({"nullptr", "true", "false", "None", "True", "False", "kernels"})
-# A C-shim call's output that the call allocates, passed as `&bufN_handle`:
-# a handle that holds bufN once the call returns.
-_OUTPUT_HANDLE = re.compile(r"&((buf[0-9]+)_handle)\Z")
-# How the Python wrapper refers to our module.
-_PY_MODULE = "_aoti_debug_printer"
 
 # The C header's codes, as _C exports them: the numbers generated code passes.
 _abi = shim()
@@ -82,22 +76,6 @@ _CODE_OF_LEVEL = {
 }
 
 
-@cache
-def _cpp_preamble() -> str:
-    # The installed header is the single definition of the ABI; the generated
-    # wrapper gets its text, so no include path has to reach this package.
-    header = HEADER.read_text()
-    _C = shim()
-
-    return (
-        "\n// aoti-debug-printer: records around every kernel (see README).\n"
-        f"{header}\n"
-        "#ifndef AOTI_DEBUG_PRINTER_API\n"
-        f"#define AOTI_DEBUG_PRINTER_API aoti_debug_printer::load_api({_c_string(_C.library_path())})\n"
-        "#endif\n"
-    )
-
-
 def inductor_config_digest() -> str:
     """12 hex digits of the Inductor config this compile runs with: a run's
     environment record carries it, so two dumps say when their programs
@@ -120,19 +98,7 @@ def inductor_config_digest() -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def _c_string(s: str) -> str:
-    out = []
-    for ch in s:
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif " " <= ch <= "~":
-            out.append(ch)
-        else:
-            out.append("".join(f"\\{b:03o}" for b in ch.encode()))
-    return '"' + "".join(out) + '"'
-
-
-def _variables(args: list[Any], keep=lambda name: True) -> list[str]:
+def variables(args: list[Any], keep=lambda name: True) -> list[str]:
     """Arguments that name a variable in scope; literals and expressions
     (casts, reinterpret_tensor(...), 1L) have nothing worth a record."""
     return [
@@ -163,16 +129,8 @@ def _output_handles(args: list[Any]) -> list[str]:
     return [
         m.group(1)
         for a in args
-        if isinstance(a, str) and (m := _OUTPUT_HANDLE.match(a)) and m.group(2) not in removed
+        if isinstance(a, str) and (m := OUTPUT_HANDLE.match(a)) and m.group(2) not in removed
     ]
-
-
-def _label(arg: str) -> str:
-    """The recorded name: the C++ wrapper's copy_arrayref_tensor_to_tensor(x)
-    is x, and an output handle bufN_handle is bufN."""
-    if _OUTPUT_HANDLE.match("&" + arg):
-        return arg[: -len("_handle")]
-    return re.sub(r"^copy_arrayref_tensor_to_tensor\((.*)\)$", r"\1", arg)
 
 
 def _does_no_gpu_work(line) -> bool:
@@ -287,9 +245,9 @@ class DebugPrinterManager:
             # Only buffers, inputs and constants: extern argument lists also
             # carry dtypes and int arrays. An output the call allocates is
             # recorded after it through its handle (set_printer_args).
-            names = _variables(args, _is_buffer_or_input) + self._handles
+            names = variables(args, _is_buffer_or_input) + self._handles
         else:
-            names = _variables(args)
+            names = variables(args)
         if self.kernel_type == "cpp" and self.use_array_ref:
             names = [
                 f"copy_arrayref_tensor_to_tensor({n})" if n.startswith(("buf", "arg")) else n
@@ -301,7 +259,7 @@ class DebugPrinterManager:
         names = self._names()
         if self.debug_printer_level.code in (LEVEL_SAVE, LEVEL_PRINT) and not self._skip_kernel:
             self._held = self._provenance.kernel_call(
-                self.kernel_name, [_label(n) for n in names], self._writes_of_call
+                self.kernel_name, [label(n) for n in names], self._writes_of_call
             )
             self._writes_unseen = self._provenance.writes_unseen
         self._perform_debug_print_or_save_helper(
@@ -327,7 +285,7 @@ class DebugPrinterManager:
             call = {
                 "kernel": self.kernel_name,
                 "args": [
-                    _label(a) if isinstance(a, str) else str(a) for a in self.args_to_print_or_save
+                    label(a) if isinstance(a, str) else str(a) for a in self.args_to_print_or_save
                 ],
             }
         else:
@@ -447,18 +405,18 @@ class DebugPrinterManager:
         held = self._held[0 if before_launch else 1]
         for arg in args:
             self._writeline(
-                self._emitter.record(level, phase, kernel_name, arg, held.get(_label(arg)))
+                self._emitter.record(level, phase, kernel_name, arg, held.get(label(arg)))
             )
 
     # -- emitted code ----------------------------------------------------------
 
     @property
-    def _emitter(self) -> _Emitter:
+    def _emitter(self) -> Emitter:
         """The emitter of the wrapper being generated: C++ (AOTInductor,
         cpp_wrapper) or Python (the JIT wrapper)."""
         from torch._inductor.virtualized import V
 
-        return _CPP if V.graph.cpp_wrapper else _PYTHON
+        return CPP if V.graph.cpp_wrapper else PYTHON
 
     def _run_start_lines(self, inputs: list[str]) -> list[str]:
         lines = [self._emitter.begin_run(inductor_config_digest())]
@@ -502,283 +460,3 @@ class DebugPrinterManager:
         with wrapper.prefix.indent(indent):
             for start in self._run_start_lines(inputs):
                 wrapper.prefix.writeline(start)
-
-
-def _op_name(op) -> str:
-    """mylib::scale_rows, mylib::scale_rows.out: the name users wrote."""
-    schema = getattr(op, "_schema", None)
-    if schema is None:
-        return str(op)
-    return schema.name + (f".{schema.overload_name}" if schema.overload_name else "")
-
-
-def _tensor_names(values, views: bool = False) -> list[str]:
-    """Names of the buffers among `values`. Views are passed as temporaries
-    made on the call line, which no record can name: with `views`, each
-    stands as VIEW_OF_UNNAMED_BUFFER (what a kernel writes through one is
-    unseen), else it is left out."""
-    from torch._inductor import ir
-
-    names: list[str] = []
-    for value in values:
-        if isinstance(value, (list, tuple)):
-            names += _tensor_names(value, views)
-        elif isinstance(value, ir.ReinterpretView):
-            names += [VIEW_OF_UNNAMED_BUFFER] if views else []
-        elif isinstance(value, ir.IRNode):
-            try:
-                names.append(value.get_name())
-            except (AttributeError, NotImplementedError):
-                pass
-    return names
-
-
-# Stands for a written argument that no record names (see _tensor_names).
-VIEW_OF_UNNAMED_BUFFER = "<a view>"
-
-
-def _declared_writes(op, raw_args) -> list[str]:
-    """Arguments the op's schema lets it write (Tensor(a!)); raw_args follow
-    the schema's order."""
-    schema = getattr(op, "_schema", None)
-    declared: list[str] = []
-    for argument, value in zip(schema.arguments if schema else (), raw_args):
-        if argument.alias_info is not None and argument.alias_info.is_write:
-            declared += _tensor_names([value], views=True)
-    return declared
-
-
-def _returns_one_tensor(op) -> bool:
-    schema = getattr(op, "_schema", None)
-    return (
-        schema is not None and len(schema.returns) == 1 and str(schema.returns[0].type) == "Tensor"
-    )
-
-
-class _Emitter:
-    """The code of each call to the shim, in one wrapper language."""
-
-    # The wrapper calls codegen_model_inputs_value_print where its inputs
-    # are unpacked (the C++ wrapper); else the run starts at the end of the
-    # prefix (_start_python_run).
-    has_input_hook: bool
-    # The package keeps the wrapper's source, and with it the call comments
-    # `aoti-debug repro` reads.
-    keeps_call_comments: bool
-    # A launch event's records may wait for records_end, to have their
-    # statistics computed in one launch (runs that end: the C++ wrapper's).
-    batches_records: bool
-    # Its inputs may be what the program was not compiled for: an
-    # AOTInductor package's (the JIT wrapper runs behind Dynamo's guards).
-    checks_inputs: bool
-
-    def preamble(self) -> str:
-        raise NotImplementedError
-
-    def begin_run(self, inductor_config: str) -> str:
-        raise NotImplementedError
-
-    def launch(self, level: int, phase: int, kernel: str, flags: int) -> str:
-        raise NotImplementedError
-
-    def record(
-        self, level: int, phase: int, kernel: str, arg: str, held: Held | None = None
-    ) -> str:
-        """One record's line; `held`: what the argument holds (see inductor/provenance)."""
-        raise NotImplementedError
-
-    def records_end(self) -> str:
-        """The line that ends a launch event's records; only where batches_records."""
-        raise NotImplementedError
-
-    def check_input(self, level: int, accepted: Accepted) -> str:
-        """The line that checks one model input; only where checks_inputs."""
-        raise NotImplementedError
-
-
-class _CppEmitter(_Emitter):
-    """AOTInductor's and cpp_wrapper's C++: calls through the table that the
-    header (spliced into the wrapper) loads."""
-
-    has_input_hook = True
-    keeps_call_comments = True
-    batches_records = True
-    checks_inputs = True
-
-    def preamble(self) -> str:
-        return _cpp_preamble()
-
-    def begin_run(self, inductor_config: str) -> str:
-        # Declared in the run's own scope: the run ends where it returns or
-        # throws, and every record is written by then.
-        return (
-            "aoti_debug_printer::Run aoti_debug_printer_run_(AOTI_DEBUG_PRINTER_API, "
-            f"{_c_string(inductor_config)});"
-        )
-
-    def launch(self, level: int, phase: int, kernel: str, flags: int) -> str:
-        # The header's helper throws on a CUDA error, ending the run.
-        return (
-            f"aoti_debug_printer::launch(AOTI_DEBUG_PRINTER_API, {level}, {phase}, "
-            f"{_c_string(kernel)}, {flags});"
-        )
-
-    def records_end(self) -> str:
-        return "aoti_debug_printer::records_end(AOTI_DEBUG_PRINTER_API);"
-
-    def check_input(self, level: int, accepted: Accepted) -> str:
-        return (
-            f"aoti_debug_printer::check_input(AOTI_DEBUG_PRINTER_API, {level}, "
-            f"{_c_string(accepted.arg)}, {_c_string(accepted.name)}, "
-            f"{_c_string(accepted.compiled_for)}, {accepted.arg});"
-        )
-
-    def record(self, level, phase, kernel, arg, held=None) -> str:
-        extra = (
-            f", {_c_string(held.node)}, {_c_string(held.why)}, {held.role}"
-            + (f", {_c_string(held.formula)}" if held.formula else "")
-            if held
-            else ""
-        )
-        return (
-            f"aoti_debug_printer::value(AOTI_DEBUG_PRINTER_API, {level}, {phase}, "
-            f"{_c_string(kernel)}, {_c_string(_label(arg))}, {arg}{extra});"
-        )
-
-
-class _PythonEmitter(_Emitter):
-    """The JIT wrapper's Python: calls of aoti_debug_printer._C."""
-
-    has_input_hook = False
-    keeps_call_comments = False
-    # Its runs never end (begin_run without end): every record is taken at once.
-    batches_records = False
-    checks_inputs = False
-
-    def preamble(self) -> str:
-        return f"import aoti_debug_printer._C as {_PY_MODULE}"
-
-    def begin_run(self, inductor_config: str) -> str:
-        return f"{_PY_MODULE}.begin_run(inductor_config={inductor_config!r})"
-
-    def launch(self, level: int, phase: int, kernel: str, flags: int) -> str:
-        return f"{_PY_MODULE}.launch({level}, {phase}, {kernel!r}, {flags})"
-
-    def record(self, level, phase, kernel, arg, held=None) -> str:
-        extra = (
-            f", {held.node!r}, {held.why!r}, {held.role}"
-            + (f", formula={held.formula!r}" if held.formula else "")
-            if held
-            else ""
-        )
-        return f"{_PY_MODULE}.record({level}, {phase}, {kernel!r}, {_label(arg)!r}, {arg}{extra})"
-
-
-_CPP, _PYTHON = _CppEmitter(), _PythonEmitter()
-
-
-@contextmanager
-def fallback_call_records(wrapper, op, raw_args, output_args):
-    """Records around a call of an op no C shim covers (custom ops among
-    them) in the C++ wrapper: AOTInductor's proxy executor, or the JIT
-    cpp_wrapper's dispatcher call. The op's tensor arguments before launch
-    (and after, those it may write), its outputs (made by the call) after.
-
-    Inductor writes these calls while it schedules, but renders generated
-    kernels' calls later, and the records of every kernel are decided as
-    its call renders (see inductor/provenance): so these are wrapper lines too,
-    decided when rendered, in order."""
-    printer = wrapper.debug_printer
-    if not isinstance(printer, DebugPrinterManager):
-        yield
-        return
-    inputs = _tensor_names(raw_args)
-    returned = _variables(_flatten(output_args))
-    outputs = [o for o in returned if o not in inputs]
-    # An in-place op also returns what it writes.
-    mutated = frozenset(_declared_writes(op, raw_args)) | (frozenset(returned) & frozenset(inputs))
-    writes = Writes(frozenset(outputs), mutated, frozenset(outputs))
-    line = _fallback_records_line()
-    call = {"op": _op_name(op), "args": [_encoded(v) for v in raw_args], "outputs": outputs}
-    wrapper.writeline(
-        line(printer, _op_name(op), inputs + outputs, frozenset(outputs), writes, call)
-    )
-    yield
-    wrapper.writeline(line(printer))
-
-
-def extern_alloc_records(wrapper, extern_kernel, args: list[str]):
-    """Records around the Python wrapper's `bufN = op(args)` line of a custom
-    op or an ATen fallback, written as that line renders: its buffer
-    arguments before and after, bufN (which the call makes) after when it
-    is one tensor (a tuple is unpacked by later lines). What it writes comes
-    from its IR node (see inductor/provenance)."""
-    from torch._inductor import ir
-
-    printer = wrapper.debug_printer
-    if not isinstance(printer, DebugPrinterManager):
-        return nullcontext()
-    op = getattr(extern_kernel, "op_overload", None)
-    one_tensor = (
-        _returns_one_tensor(op) if op is not None else isinstance(extern_kernel.layout, ir.Layout)
-    )
-    made = [extern_kernel.get_name()] if one_tensor else []
-    kernel = _op_name(op) if op is not None else extern_kernel.get_kernel_name()
-    printer.set_call(list(args) + made, kernel, made_by_call=frozenset(made))
-    return printer
-
-
-@cache
-def _fallback_records_line():
-    # Made on first use: this module is imported while Inductor's wrapper
-    # module is still importing.
-    from torch._inductor.codegen.wrapper import WrapperLine
-
-    class FallbackCallRecords(WrapperLine):
-        """Rendered as the before-launch records of an op's call (with
-        `kernel`), or its after-launch records (without)."""
-
-        def __init__(
-            self, printer, kernel=None, args=(), made_by_call=frozenset(), writes=None, call=None
-        ):
-            self.printer, self.kernel, self.args = printer, kernel, list(args)
-            self.made_by_call, self.writes, self.call = made_by_call, writes, call
-
-        def codegen(self, code) -> None:
-            if self.kernel is None:
-                self.printer.__exit__(None, None, None)
-                return
-            self.printer.set_call(self.args, self.kernel, self.made_by_call, self.writes, self.call)
-            self.printer.__enter__()
-
-    return FallbackCallRecords
-
-
-def _flatten(values) -> list:
-    out = []
-    for value in values or []:
-        out += _flatten(value) if isinstance(value, (list, tuple)) else [value]
-    return out
-
-
-def _encoded(value):
-    """An op argument for the call comment: a buffer as {"buffer": name},
-    a view of one (which no record names) as {"view": null}, a literal as
-    itself, anything else as {"expr": text}."""
-    import torch
-    from torch._inductor import ir
-
-    if isinstance(value, (list, tuple)):
-        return [_encoded(v) for v in value]
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, ir.ReinterpretView):
-        return {"view": None}
-    if isinstance(value, ir.IRNode):
-        try:
-            return {"buffer": value.get_name()}
-        except (AttributeError, NotImplementedError):
-            return {"expr": str(value)}
-    if isinstance(value, torch.dtype):
-        return {"dtype": str(value).removeprefix("torch.")}
-    return {"expr": str(value)}
