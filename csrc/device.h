@@ -1,6 +1,6 @@
 // What only an accelerator needs: statistics computed where the tensor
 // lives, the error check after a kernel, and where allocations begin and end.
-// cuda.cu implements it for CUDA; no_cuda.cpp when the build has no CUDA.
+// csrc/cuda/ implements it for CUDA; no_cuda.cpp when the build has no CUDA.
 #pragma once
 
 #include "stats.h"

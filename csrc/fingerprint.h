@@ -1,6 +1,6 @@
 // The write guard's fingerprint of a tensor's elements, defined once for
 // every place that computes it: the CPU statistics pass (stats.cpp), the CUDA
-// statistics kernel (cuda.cu), and the guard's own pass where neither ran.
+// statistics kernel (cuda/stats_kernels.cuh), and the guard's own pass where neither ran.
 //
 // fingerprint = sum over elements of term(bits, position), wrapping in 64
 // bits, then finish(sum, numel, dtype). An element's position is its offset,

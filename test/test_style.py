@@ -16,7 +16,15 @@ ROOT = Path(__file__).resolve().parents[1]
 PYTHON = ["."]
 CPP = sorted(
     str(p.relative_to(ROOT))
-    for pattern in ("csrc/*.h", "csrc/include/*.h", "csrc/*.cpp", "csrc/*.cu", "test/cpp/*.cpp")
+    for pattern in (
+        "csrc/*.h",
+        "csrc/include/*.h",
+        "csrc/*.cpp",
+        "csrc/*.cu",
+        "csrc/cuda/*.cu",
+        "csrc/cuda/*.cuh",
+        "test/cpp/*.cpp",
+    )
     for p in ROOT.glob(pattern)
 )
 
