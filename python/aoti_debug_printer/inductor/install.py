@@ -28,9 +28,10 @@ import sys
 import threading
 from types import ModuleType
 
+# PACKAGE_DIR, GENERATOR_FILES and cache_tag keep their old address here too
+# (the tests').
+from .._native import PACKAGE_DIR  # noqa: F401
 from . import entry_points
-
-# GENERATOR_FILES and cache_tag keep their old address here too (the tests').
 from .cache_tag import GENERATOR_FILES, cache_tag, this_installation_tag  # noqa: F401
 
 log = logging.getLogger(__name__)
