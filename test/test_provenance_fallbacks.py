@@ -47,13 +47,16 @@ def test_the_only_broad_catch_of_the_inductor_wing_is_the_helper():
     assert {room: lines for room, lines in found.items() if lines} == {}
 
 
-def compile_level_1(name: str, directory: Path):
+def compile_level_1(name: str, directory: Path, source_only: bool = False):
     """`name` of testmodels.findings compiled at level 1 into `directory`,
-    afresh (no cache: what is measured is this compile's reads)."""
+    afresh (no cache: what is measured is this compile's reads); with
+    `source_only`, the generated code alone (no g++: the reads are done by
+    then)."""
     model, inputs, dynamic = findings.build(name)
     program = torch.export.export(model, inputs, dynamic_shapes=dynamic)
     patch = {
         "aot_inductor.debug_intermediate_value_printer": "1",
+        "aot_inductor.package_cpp_only": source_only or None,
         "force_disable_caches": True,
     }
     with aoti_debug_printer.enabled(), torch._inductor.config.patch(patch):
@@ -71,7 +74,7 @@ def test_no_read_fails_on_this_torch(name, tmp_path, caplog):
     fails here, not silently in coverage)."""
     before = fallbacks()
     with caplog.at_level(logging.WARNING, logger="aoti_debug_printer"):
-        compile_level_1(name, tmp_path)
+        compile_level_1(name, tmp_path, source_only=True)
     assert fallbacks() == before
     assert not [r for r in caplog.records if "could not read" in r.getMessage()]
 
