@@ -82,7 +82,7 @@ void begin_run(bool with_end) {
     static std::once_flag told;
     std::call_once(told, [device] {
       report_note(
-          "a thread began a model's run with no current CUDA context: AOTInductor's "
+          "a thread began a model's run with no current CUDA context: a CUDA package's "
           "kernel launches need one, and without this library such a run fails with "
           "'CUDA driver error: invalid device context'; made device " +
           std::to_string(device) +

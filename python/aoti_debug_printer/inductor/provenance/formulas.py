@@ -38,8 +38,8 @@ from ..op_names import torch_ops_path
 from .internals import Expected, InternalsMoved, reading
 
 
-class GraphFacts(Protocol):
-    """What a formula needs of its lowered graph; nodes.GraphFacts is it."""
+class FormulaFacts(Protocol):
+    """What a formula needs of its lowered graph (nodes.GraphFacts gives it)."""
 
     graph: Any
     # exported node -> the Inductor nodes that end its decomposition
@@ -90,7 +90,7 @@ def formula_op(target) -> str:
 
 
 def formula_of(
-    facts: GraphFacts,
+    facts: FormulaFacts,
     fx_node,
     then: list | None = None,
     name: str = "",
@@ -158,7 +158,7 @@ def formula_of(
     return json.dumps(formula, separators=(",", ":"), allow_nan=False)
 
 
-def variance_sum(facts: GraphFacts, buffer) -> str:
+def variance_sum(facts: FormulaFacts, buffer) -> str:
     """The one buffer Inductor's var_mean lowering makes that no graph node
     holds: the sum of squared deviations, m2 = var * (n - correction),
     stored by the Welford reduction (its output 1) or by the two-pass one
@@ -201,7 +201,7 @@ def variance_sum(facts: GraphFacts, buffer) -> str:
     )
 
 
-def mean_sum(facts: GraphFacts, buffer) -> str:
+def mean_sum(facts: FormulaFacts, buffer) -> str:
     """The sum Inductor's mean lowering stores before it divides (an
     RMSNorm's mean of squares: the division is fused into the next kernel):
     sum(x, dims) in the dtype the buffer holds. The buffer must be a sum
@@ -239,7 +239,7 @@ def mean_sum(facts: GraphFacts, buffer) -> str:
     return formula_of(facts, x, then=then, name=f"{facts.root(mean) or mean.name}/sum")
 
 
-def copy(facts: GraphFacts, buffer) -> str:
+def copy(facts: FormulaFacts, buffer) -> str:
     """A copy of a user input or a parameter in another layout (a
     convolution's channels-last input and weight): a pointwise buffer whose
     every element loads the source's element of the same index, and
@@ -272,7 +272,7 @@ def copy(facts: GraphFacts, buffer) -> str:
     return formula_of(facts, source_node, name=name)
 
 
-def before_bias(facts: GraphFacts, buffer) -> str:
+def before_bias(facts: FormulaFacts, buffer) -> str:
     """A convolution's output before its bias: on the GPU Inductor calls
     the convolution without its bias and adds the bias in the next kernel.
     The formula carries `completes`: how the node's value follows from this
@@ -329,7 +329,7 @@ RECOGNISERS = (
 )
 
 
-def formula_of_unnamed(facts: GraphFacts, buffer) -> str:
+def formula_of_unnamed(facts: FormulaFacts, buffer) -> str:
     """The formula of a buffer no graph node holds: the first recogniser's
     that knows it; "" where none does. Where one could not read the buffer
     and no later one knows it, the first such InternalsMoved."""

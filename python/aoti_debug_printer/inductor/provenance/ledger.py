@@ -79,7 +79,7 @@ class Provenance:
         line says nothing of its writes claims nothing."""
         facts = self._graph_facts()
         writes = writes or writes_of_line_being_rendered()
-        call = _Call(self, facts, kernel_name, writes)
+        call = _Call(self._held, facts, kernel_name, writes)
         self.writes_unseen = call.writes_unseen(names)
         before: dict[str, Held] = {}
         after: dict[str, Held] = {}
@@ -92,9 +92,10 @@ class _Call:
     """One kernel call being rendered: each argument falls in one case."""
 
     def __init__(
-        self, ledger: Provenance, facts: GraphFacts, kernel: str, writes: Writes | None
+        self, held: dict[str, Held], facts: GraphFacts, kernel: str, writes: Writes | None
     ) -> None:
-        self.held = ledger._held
+        # The ledger's own map: each case records what it leaves there.
+        self.held = held
         self.facts = facts
         self.kernel = kernel
         self.writes = writes
