@@ -8,6 +8,7 @@ others."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import re
@@ -518,12 +519,19 @@ def test_a_launch_events_records_go_to_the_gpu_together_and_equal_their_own_laun
 
     tensors = batch_of_tensors()
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+
+    def batched_run() -> None:
         _C.begin_run(with_end=True)
         try:
             record_all(tensors, _C.RECORDS_END)
         finally:
             _C.end_run()
+
+    # A fresh thread: the device scratch is the thread's own, and whether it
+    # has had some must not depend on which tests ran before on this worker.
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            pool.submit(batched_run).result()
     batched = records()
     _C.begin_run(with_end=True)
     try:
