@@ -47,6 +47,9 @@ _LAZY = {
     "eager_values": "tools.diverge",
     "format_divergence": "tools.diverge",
     "format_runs_check": "tools.diverge",
+    "Bisection": "tools.diverge",
+    "Cause": "tools.diverge",
+    "format_bisection": "tools.diverge",
     "format_repro": "tools.repro",
 }
 
@@ -65,6 +68,7 @@ __all__ = [
     "report",
     "first_divergence_from_eager",
     "first_difference_between_runs",
+    "bisect_divergence",
     "write_repro",
     *_LAZY,
 ]
@@ -152,6 +156,19 @@ def first_difference_between_runs(program, inputs=None, runs=2, imports=(), prog
     from .tools.diverge import first_difference_between_runs as _runs
 
     return _runs(program, inputs, runs=runs, imports=tuple(imports), progress=progress)
+
+
+def bisect_divergence(program, inputs=None, imports=(), progress=False):
+    """Compiles an exported program as first_divergence_from_eager does and,
+    where a node diverges, finds the compiler decision that makes it
+    diverge: a decomposition, a pass, a lowering or a config, by Inductor's
+    CompilerBisector and its hooks, with diverge's verdict on that node as
+    the oracle; see `aoti-debug diverge --bisect` and docs/accuracy.md.
+    Returns a Bisection (.divergence, .node, .cause, .outcome, .compiles,
+    .seconds)."""
+    from .tools.diverge import bisect_divergence as _bisect
+
+    return _bisect(program, inputs, imports=tuple(imports), progress=progress)
 
 
 def write_repro(dump, package, directory, kernel=None, launch=None, call=None, imports=()):

@@ -5,7 +5,7 @@ aoti-debug compare DUMP --ranks [0,3]
 aoti-debug compare SINGLE_DEVICE_DUMP TENSOR_PARALLEL_DUMP
 aoti-debug report DUMP [-o report.html] [--against DUMP]
 aoti-debug diverge PROGRAM.pt2 [--import MODULE]... [--inputs FILE] [--dump DUMP] [--quiet]
-                   [--repro DIR [--package MODEL.pt2]] [--runs N]
+                   [--repro DIR [--package MODEL.pt2]] [--runs N] [--bisect]
 aoti-debug repro DUMP --package MODEL.pt2 [--kernel NAME] [--launch N] [--call N] [-o DIR]
 """
 
@@ -91,6 +91,14 @@ def _diverge(args) -> int:
     )
 
     inputs = load_inputs(args.inputs) if args.inputs else None
+    if args.bisect:
+        from .tools.diverge import bisect_divergence, format_bisection
+
+        if args.dump or args.repro or args.runs is not None:
+            raise ValueError("--bisect compiles the program itself: no --dump, --repro or --runs")
+        b = bisect_divergence(args.program, inputs, tuple(args.imports), progress=not args.quiet)
+        sys.stdout.write(format_bisection(b))
+        return int(b.outcome)
     if args.runs is not None:
         if args.dump or args.repro:
             raise ValueError("--runs compiles and runs the program itself: no --dump or --repro")
@@ -207,6 +215,14 @@ def main(argv: list[str] | None = None) -> int:
         help="instead of eager: run the compiled program N times on the same inputs and "
         "name the first kernel whose values differ bit for bit (exit 1 where that kernel "
         "should be deterministic)",
+    )
+    p.add_argument(
+        "--bisect",
+        action="store_true",
+        help="after the first divergence, find the compiler decision that makes it appear "
+        "(a decomposition, a pass, a lowering, a config) and print it on a line that begins "
+        "'cause:'; exit 1 with a cause, 0 where nothing diverges, 3 where no compiler "
+        "decision is found",
     )
     p.add_argument(
         "--repro",

@@ -16,8 +16,10 @@ compared is counted by reason, so the coverage is stated (result).
 
 Rooms, by job: program (loading programs and inputs), evaluate (the FX
 evaluator), match (judging a dump), formulas, run (compiling and running),
-format (the printed lines)."""
+format (the printed lines), bisect (the compiler decision behind a
+divergence)."""
 
+from .bisect import Bisection, Cause, bisect_divergence, format_bisection
 from .evaluate import eager_values
 from .format import format_divergence, format_runs_check
 from .match import match_dump
@@ -26,15 +28,19 @@ from .result import Divergence, Match, NotCompared, RunsCheck, Unmatched
 from .run import first_difference_between_runs, first_divergence_from_eager
 
 __all__ = [
+    "Bisection",
+    "Cause",
     "Divergence",
     "Match",
     "NotCompared",
     "ProgramError",
     "RunsCheck",
     "Unmatched",
+    "bisect_divergence",
     "eager_values",
     "first_difference_between_runs",
     "first_divergence_from_eager",
+    "format_bisection",
     "format_divergence",
     "format_runs_check",
     "load_inputs",

@@ -264,9 +264,17 @@ class ProgramGraph:
         self.user_inputs = set(program.graph_signature.user_inputs)
 
 
-def region_of(graph: ProgramGraph, name: str, held: dict[str, Any]) -> tuple[int, bool]:
+def region_of(graph: ProgramGraph, name: str, held) -> tuple[int, bool]:
     """(nodes evaluated for `name`'s own error, whether they reach a user
     input): its ancestors back to the values `held` (the dump's)."""
+    names, reaches = region_nodes(graph, name, held)
+    return len(names), reaches
+
+
+def region_nodes(graph: ProgramGraph, name: str, held) -> tuple[list[str], bool]:
+    """The nodes that compute `name` from the values `held` (the dump's),
+    `name` included, in the program's order, and whether they reach a user
+    input."""
     nodes, user_inputs = graph.nodes, graph.user_inputs
     seen, stack, reaches = set(), [nodes[name]], False
     while stack:
@@ -280,4 +288,6 @@ def region_of(graph: ProgramGraph, name: str, held: dict[str, Any]) -> tuple[int
         for a in n.all_input_nodes:
             if a.name not in held:
                 stack.append(a)
-    return sum(1 for x in seen if nodes[x].op == "call_function"), reaches
+    order = {n: i for i, n in enumerate(nodes)}
+    names = sorted((x for x in seen if nodes[x].op == "call_function"), key=order.__getitem__)
+    return names, reaches

@@ -68,6 +68,8 @@ def format_divergence(d: Divergence) -> str:
             f"FIRST DIVERGENCE FROM EAGER: kernel {r.kernel} (launch {r.launch}), "
             f"buffer {r.arg} = node {first.node}"
         )
+        if source := d.source_of(first.node):
+            lines.append(f"  at {source}")
         lines.extend(explain(first))
         if d.repro is not None:
             from ..repro import format_repro
@@ -89,6 +91,8 @@ def format_divergence(d: Divergence) -> str:
             f"{drift.node}: the noise the run's settings allow, amplified more than in "
             "eager (docs/accuracy.md)"
         )
+        if source := d.source_of(drift.node):
+            lines.append(f"  at {source}")
         lines.extend(explain(drift))
     lines.append(
         f"  {'launch':>6} {'kernel':<44} {'buffer':<8} {'node':<22} "

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...source_lines import node_sources
 from ..dumps import Dump, Record, load_dump
 from ..numerics import Environment, judge
 from .evaluate import Evaluation, ProgramGraph, region_of
@@ -126,5 +127,6 @@ def match_dump(
         )
         order = {id(r): i for i, r in enumerate(first_run)}
         result.matches.sort(key=lambda m: order[id(m.record)])
+    result.sources = node_sources(program, {m.node for m in result.matches})
     progress.phase("judged")
     return result

@@ -10,6 +10,7 @@ from enum import Enum
 from typing import Any
 
 from ...records import Reason, WrongInputRecord
+from ...source_lines import SourceFrame
 from ..dumps import Record
 from ..numerics import Environment, Verdict
 
@@ -78,6 +79,15 @@ class Divergence:
     # Where the compile accepted fewer sizes than the program was exported
     # for, one line each (from diverge's own compile only).
     narrowed: tuple[str, ...] = ()
+    # Where each judged node came from in the user's code (source_lines),
+    # the innermost frame first.
+    sources: dict[str, list[SourceFrame]] = field(default_factory=dict)
+
+    def source_of(self, node: str) -> str:
+        """The user's innermost line that made `node`, as people read it;
+        "" where the program does not say."""
+        frames = self.sources.get(node)
+        return frames[0].text if frames else ""
 
     @property
     def first(self) -> Match | None:

@@ -148,7 +148,8 @@ def with_repro(result: Divergence, dump, package, repro, imports) -> Divergence:
         launch=r.launch,
         call=r.call,
         what=f"diverge: buffer {r.arg} = node {first.node} differs from eager beyond the bar "
-        f"({relative(first.own)} times it)",
+        f"({relative(first.own)} times it)"
+        + (f", at {source}" if (source := result.source_of(first.node)) else ""),
         checks=checks,
         arg=r.arg,
         run_id=r.tensor.run_id,

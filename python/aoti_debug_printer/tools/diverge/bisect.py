@@ -1,0 +1,528 @@
+"""diverge --bisect: the compiler decision that makes a divergence appear.
+
+Inductor's CompilerBisector counts the applications of each backend stage
+(decompositions, joint-graph and post-grad pattern passes, lowerings) and
+disables those past a number; it bisects that number against an oracle.
+Its own users' oracle compares final outputs. Ours is diverge's verdict on
+the node that diverged: the package is compiled at level 1 under the
+bisector's state, run once, and judged against the float64 truth; the
+compile is good where that node's value is within its bar. The oracle is
+keyed on the exported program's node, not on kernel names: falling back to
+ATen renames kernels. Where the node holds no judged value in a compile,
+any divergence counts.
+
+The stages are driven here one at a time (the bisector's own walk tries
+whole backends first, and AOTInductor compiles only through Inductor):
+each is first disabled as a whole, and the first whose disabling removes
+the divergence is bisected by the bisector. The config's custom passes,
+which torch's bisector does not count, are disabled by name
+(`disabled_passes`) instead, and the bisector's config changes are tried
+last. What no stage removes, on a node a user's op computes, is not the
+compiler's."""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import logging
+import re
+import tempfile
+import time
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+from .match import match_dump
+from .program import program_and_inputs
+from .result import Divergence, Progress
+from .run import compile_at_level_1, run_into
+
+log = logging.getLogger(__name__)
+
+
+class Stage(str, Enum):
+    """Where in the compiler a cause was found."""
+
+    DECOMPOSITION = "decomposition"
+    JOINT_GRAPH_PASSES = "joint_graph_passes"
+    POST_GRAD_PASSES = "post_grad_passes"
+    CUSTOM_PASS = "custom_pass"
+    LOWERING = "lowering"
+    CONFIG = "config"
+    NOT_THE_COMPILER = "not_the_compiler"
+
+
+# The stages the bisector counts, in the order tried: (stage, the
+# bisector's backend, its subsystem).
+_COUNTED = (
+    (Stage.JOINT_GRAPH_PASSES, "inductor", "joint_graph_passes"),
+    (Stage.POST_GRAD_PASSES, "inductor", "post_grad_passes"),
+)
+# The config's custom passes, by the names their GraphTransformObserver
+# gives them (what `disabled_passes` matches).
+CUSTOM_PASSES = (
+    "joint_custom_pre_pass",
+    "joint_custom_post_pass",
+    "post_grad_custom_pre_pass",
+    "post_grad_custom_post_pass",
+)
+
+
+class Outcome(int, Enum):
+    """diverge --bisect's exit codes."""
+
+    NO_DIVERGENCE = 0
+    CAUSE = 1
+    NO_DECISION = 3
+
+
+@dataclass(frozen=True, kw_only=True)
+class Cause:
+    stage: Stage
+    decision: str  # the op, the pass, the node, the config, the user's op
+    where: str = ""  # file:line of the decomposition, lowering or pass
+    application: int = -1  # which application of the stage, from 0
+    good: str = ""  # how to compile without it
+    bad: str = ""  # how to compile with it (and without what follows)
+
+    @property
+    def text(self) -> str:
+        at = f", registered at {self.where}" if self.where else ""
+        nth = f" (application {self.application} of the stage)" if self.application >= 0 else ""
+        match self.stage:
+            case Stage.DECOMPOSITION:
+                return f"the decomposition of {self.decision}{at}{nth}"
+            case Stage.JOINT_GRAPH_PASSES | Stage.POST_GRAD_PASSES:
+                kind = "joint-graph" if self.stage is Stage.JOINT_GRAPH_PASSES else "post-grad"
+                defined = f", defined at {self.where}" if self.where else ""
+                nth = f" (application {self.application} of the {kind} passes)"
+                return f"the {kind} pass {self.decision}{nth}{defined}"
+            case Stage.CUSTOM_PASS:
+                return f"the custom pass {self.decision}{at}"
+            case Stage.LOWERING:
+                return (
+                    f"the lowering of node {self.decision}{at}{nth}: falling back to ATen "
+                    f"for node {self.decision} removes the divergence"
+                )
+            case Stage.CONFIG:
+                return f"the config {self.decision}"
+            case Stage.NOT_THE_COMPILER:
+                return f"not the compiler: {self.decision}"
+
+
+@dataclass
+class Bisection:
+    divergence: Divergence  # diverge's verdict on the default compile
+    node: str = ""  # the node the oracle watches
+    cause: Cause | None = None
+    compiles: int = 0
+    seconds: float = 0.0
+    steps: list[str] = field(default_factory=list)  # one line per compile
+
+    @property
+    def outcome(self) -> Outcome:
+        if self.divergence.first is None:
+            return Outcome.NO_DIVERGENCE
+        return Outcome.CAUSE if self.cause is not None else Outcome.NO_DECISION
+
+
+def bisect_divergence(
+    program, inputs=None, imports: tuple[str, ...] = (), progress: bool = False
+) -> Bisection:
+    """Compiles `program` as first_divergence_from_eager does; where a node
+    diverges, finds the compiler decision that makes it diverge (see the
+    module's doc)."""
+    steps = Progress(progress)
+    program, args, kwargs = program_and_inputs(program, inputs, imports)
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="aoti-debug-bisect-") as tmp:
+        oracle = _Oracle(program, args, kwargs, Path(tmp), steps)
+        first = oracle.judge("the default compile")
+        result = Bisection(first)
+        if first.first is not None:
+            result.node = first.first.node
+            oracle.node = result.node
+            region = _region(program, first)
+            with _bisecting(Path(tmp) / "bisector"):
+                result.cause = _find_cause(oracle, program, region)
+        result.compiles = oracle.compiles
+        result.seconds = time.monotonic() - start
+        result.steps = oracle.lines
+    return result
+
+
+def _region(program, d: Divergence) -> list[str]:
+    """The nodes that compute the first diverging node from the values the
+    dump holds (its kernel's, and any the dump did not hold between)."""
+    from .evaluate import ProgramGraph, region_nodes
+
+    held = {m.node for m in d.matches if m is not d.first}
+    names, _ = region_nodes(ProgramGraph(program), d.first.node, held)
+    return names
+
+
+class _Oracle:
+    """One compile, run and verdict per call: True where the watched node
+    no longer diverges (the bisector's "good")."""
+
+    def __init__(self, program, args, kwargs, tmp: Path, steps: Progress) -> None:
+        self.program, self.args, self.kwargs = program, args, kwargs
+        self.tmp, self.steps = tmp, steps
+        self.node = ""
+        self.compiles = 0
+        self.config: dict = {}
+        self.what = ""
+        self.lines: list[str] = []
+
+    def judge(self, what: str) -> Divergence:
+        import torch
+
+        self.compiles += 1
+        n = self.compiles
+        self.steps.phase(f"compile {n}: {what}")
+        with torch._inductor.config.patch(self.config):
+            package = compile_at_level_1(self.program, self.tmp / f"{n}.pt2")
+        dump = run_into(package, self.args, self.kwargs, self.tmp / f"dump{n}")
+        return match_dump(dump, self.program, self.args, self.kwargs)
+
+    def __call__(self) -> bool:
+        try:
+            d = self.judge(self.what)
+        except Exception as e:  # noqa: BLE001 - a compile that fails is not a good one
+            from ..dumps import first_line
+
+            self.lines.append(f"compile {self.compiles}: {self.what}: failed ({first_line(e)})")
+            return False
+        judged = next((m for m in d.matches if m.node == self.node), None)
+        bad = judged.diverged if judged is not None else d.first is not None
+        self.lines.append(f"compile {self.compiles}: {self.what}: {'diverges' if bad else 'good'}")
+        return not bad
+
+
+@contextlib.contextmanager
+def _bisecting(state_dir: Path):
+    """CompilerBisector enabled, its state in `state_dir`, its prints (it
+    reports on stdout) sent to our log; left as found."""
+    from torch._inductor.compiler_bisector import CompilerBisector as B
+
+    was = B.bisection_enabled, B.in_process_cache
+    B.bisection_enabled, B.in_process_cache = True, str(state_dir)
+    try:
+        with contextlib.redirect_stdout(_LogWriter()):
+            yield
+    finally:
+        B.bisection_enabled, B.in_process_cache = was
+
+
+class _LogWriter:
+    def write(self, text: str) -> int:
+        for line in text.splitlines():
+            if line.strip():
+                log.debug("bisector: %s", line)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+def _find_cause(oracle: _Oracle, program, region: list[str]) -> Cause | None:
+    import torch
+
+    if cause := _bisect_decompositions(oracle, program, region):
+        return cause
+    for stage, backend, subsystem in _COUNTED:
+        if cause := _bisect_counted(oracle, stage, backend, subsystem):
+            return cause
+    if cause := _custom_pass(oracle):
+        return cause
+    if cause := _bisect_lowerings(oracle, program, region):
+        return cause
+    from torch._inductor.compiler_bisector import BACKENDS, ConfigChange
+
+    for change in BACKENDS["inductor"]:
+        if not isinstance(change, ConfigChange):
+            continue
+        if getattr(torch._inductor.config, change.config_field) == change.config_value:
+            continue
+        setting = f"torch._inductor.config.{change.config_field} = {change.config_value!r}"
+        oracle.config, oracle.what = {change.config_field: change.config_value}, setting
+        try:
+            if oracle():
+                return Cause(
+                    stage=Stage.CONFIG,
+                    decision=f"{change.config_field}={getattr(torch._inductor.config, change.config_field)!r}",
+                    good=setting,
+                )
+        finally:
+            oracle.config = {}
+    return _users_own(oracle, program)
+
+
+def _bisect_counted(oracle: _Oracle, stage: Stage, backend: str, subsystem: str):
+    """Disables the stage as a whole; where that removes the divergence,
+    bisects the application that brings it back."""
+    from torch._inductor.compiler_bisector import CompilerBisector as B
+
+    sub = B.get_subsystem_object(backend, subsystem)
+    B.update_bisect_status(backend, subsystem)
+    try:
+        B.update_run_state(backend, sub, "test_disable")
+        B.reset_counters()
+        oracle.what = f"without {stage.value.replace('_', ' ')}"
+        if not oracle():
+            return None
+        B.update_run_state(backend, sub, "find_max_bounds")
+        oracle.what = f"bisecting {stage.value.replace('_', ' ')}"
+        if not B.process_subsystem(backend, sub, oracle, cli_interface=False):
+            return None
+        low, _ = B.get_bisect_range(backend, subsystem)
+        info = B.get_call_counter_debug_info(backend, subsystem, low) or ""
+    finally:
+        # No stage active: the compiles that follow disable nothing.
+        B.update_bisect_status("", "")
+    env = f"TORCH_BISECT_BACKEND={backend} TORCH_BISECT_SUBSYSTEM={subsystem} TORCH_BISECT_MAX="
+    where = ""
+    if info in CUSTOM_PASSES:  # the config's own pass, which this torch's bisector counts
+        import torch
+
+        where = _site(getattr(torch._inductor.config, info))
+    return Cause(
+        stage=stage,
+        decision=info or "(name not recorded)",
+        where=where,
+        application=low,
+        good=f"{env}{low - 1}",
+        bad=f"{env}{low}",
+    )
+
+
+def _bisect_lowerings(oracle: _Oracle, program, region: list[str]) -> Cause | None:
+    """The node whose lowering, falling back to ATen, removes the
+    divergence, among those that compute the diverging node from values the
+    dump holds (its kernel's nodes)."""
+    found = _one_of(oracle, region, "lowerings", "falling back to ATen for")
+    if found is None:
+        return None
+    names = ", ".join(found)
+    return Cause(
+        stage=Stage.LOWERING,
+        decision=names,
+        where=_lowering_site(program, found[0]) if len(found) == 1 else "",
+        good=_compile_within(f"turned_off('lowerings', {found!r})"),
+        bad="the default compile",
+    )
+
+
+def _bisect_decompositions(oracle: _Oracle, program, region: list[str]) -> Cause | None:
+    """The op whose decomposition, left out, removes the divergence, among
+    the ops of the nodes that compute the diverging node."""
+    nodes = {n.name: n for n in program.graph.nodes}
+    ops = list(dict.fromkeys(str(nodes[n].target) for n in region if n in nodes))
+    found = _one_of(oracle, ops, "decomposition", "without the decomposition of")
+    if found is None:
+        return None
+    names = ", ".join(found)
+    return Cause(
+        stage=Stage.DECOMPOSITION,
+        decision=names,
+        where=_decomposition_site(found[0]) if len(found) == 1 else "",
+        good=_compile_within(f"turned_off('decomposition', {found!r})"),
+        bad="the default compile",
+    )
+
+
+def _one_of(oracle: _Oracle, items: list[str], subsystem: str, doing: str):
+    """The fewest of `items` (one, where one does) whose decisions, turned
+    off through the bisector's hook for `subsystem`, remove the divergence:
+    all first, then halves. None where turning off all does not."""
+    if not items:
+        return None
+
+    def good_without(chosen: list[str]) -> bool:
+        more = f" and {len(chosen) - 4} more" if len(chosen) > 4 else ""
+        oracle.what = f"{doing} {', '.join(chosen[:4])}{more}"
+        with turned_off(subsystem, chosen):
+            return oracle()
+
+    if not good_without(items):
+        return None
+    candidates = items
+    while len(candidates) > 1:
+        half = len(candidates) // 2
+        if good_without(candidates[:half]):
+            candidates = candidates[:half]
+        elif good_without(candidates[half:]):
+            candidates = candidates[half:]
+        else:  # only turning off some of both halves removes it
+            break
+    return candidates
+
+
+def _compile_within(context: str) -> str:
+    return (
+        f"compile within aoti_debug_printer.tools.diverge.bisect.{context} "
+        "(the one decision turned off through the bisector's hook)"
+    )
+
+
+@contextlib.contextmanager
+def turned_off(subsystem: str, names):
+    """The bisector's hook for `subsystem` (lowerings: a node's lowering
+    falls back to ATen; decomposition: an op's decomposition is left out)
+    says "disable" for the decisions whose debug info, through `key`, is
+    one of `names`, and for nothing else. The bisector's own count disables
+    every application past a number, early ones too: where one of those
+    cannot be turned off (AOTInductor's proxy executor fails on some ATen
+    fallbacks on CPU; native_layer_norm has a fallback and a decomposition),
+    its compiles fail for a reason that is not the divergence."""
+    from unittest import mock
+
+    from torch._inductor.compiler_bisector import CompilerBisector as B
+
+    names = frozenset(names)
+    key = _op_of_repr if subsystem == "decomposition" else str
+
+    def disable_subsystem(cls, backend, sub, debug_info=None) -> bool:
+        return sub == subsystem and debug_info is not None and key(debug_info()) in names
+
+    with mock.patch.object(B, "disable_subsystem", classmethod(disable_subsystem)):
+        yield
+
+
+def _custom_pass(oracle: _Oracle) -> Cause | None:
+    """The config's custom passes that are set, disabled together, then one
+    by one."""
+    import torch
+
+    config = torch._inductor.config
+    set_ = [name for name in CUSTOM_PASSES if getattr(config, name, None) is not None]
+    if not set_:
+        return None
+    candidates = [set_] + ([[name] for name in set_] if len(set_) > 1 else [])
+    found = None
+    for names in candidates:
+        disabled = ",".join(names)
+        oracle.config, oracle.what = {"disabled_passes": disabled}, f"without {disabled}"
+        try:
+            if oracle():
+                found = names
+                if len(names) == 1:
+                    break
+            elif found is None:
+                return None
+        finally:
+            oracle.config = {}
+    if found is None or len(found) != 1:
+        return None
+    (name,) = found
+    return Cause(
+        stage=Stage.CUSTOM_PASS,
+        decision=f"torch._inductor.config.{name}",
+        where=_site(getattr(config, name)),
+        good=f"TORCHINDUCTOR_DISABLED_PASSES={name}",
+        bad="the default compile",
+    )
+
+
+def _users_own(oracle: _Oracle, program) -> Cause | None:
+    """No compiler stage removes the divergence: where the node is computed
+    by the user's own op (a custom op, a user Triton kernel), it is not the
+    compiler's."""
+    import torch
+
+    node = next((n for n in program.graph.nodes if n.name == oracle.node), None)
+    if node is None or node.op != "call_function":
+        return None
+    target = node.target
+    if isinstance(target, torch._ops.OpOverload) and not torch._library.utils.is_builtin(target):
+        return Cause(
+            stage=Stage.NOT_THE_COMPILER,
+            decision=f"the custom op {target.name()} computes node {node.name} wrongly "
+            "with every decomposition, pass and lowering the bisector can disable disabled; "
+            "look at its kernel",
+            where=_site(target._op) if hasattr(target, "_op") else "",
+        )
+    if "triton_kernel_wrapper" in getattr(target, "__name__", str(target)):
+        kernel = node.kwargs.get("kernel_idx")
+        return Cause(
+            stage=Stage.NOT_THE_COMPILER,
+            decision=f"the user Triton kernel of node {node.name} (kernel {kernel}) computes it "
+            "wrongly with every compiler decision the bisector can disable disabled",
+        )
+    return None
+
+
+_OP_REPR = re.compile(r"op='(?P<op>[\w.]+)', overload='(?P<overload>\w+)'")
+
+
+def _op_of_repr(text: str) -> str:
+    """aten.gelu.default from an OpOverload's repr (or itself, where it is
+    that already)."""
+    m = _OP_REPR.search(text)
+    return f"{m['op']}.{m['overload']}" if m else text
+
+
+def _resolve_op(name: str):
+    import torch
+
+    ns, _, rest = name.partition(".")
+    packet, _, overload = rest.rpartition(".")
+    try:
+        return getattr(getattr(getattr(torch.ops, ns), packet), overload)
+    except AttributeError:
+        return None
+
+
+def _decomposition_site(op_name: str) -> str:
+    from torch._inductor.decomposition import select_decomp_table
+
+    op = _resolve_op(op_name) if op_name else None
+    fn = select_decomp_table().get(op) if op is not None else None
+    return _site(fn) if fn is not None else ""
+
+
+def _lowering_site(program, node_name: str) -> str:
+    from torch._inductor.lowering import lowerings
+
+    node = next((n for n in program.graph.nodes if n.name == node_name), None)
+    fn = lowerings.get(node.target) if node is not None else None
+    return _site(fn) if fn is not None else ""
+
+
+def _site(fn) -> str:
+    """file:line where a function (or a callable object's class) is defined."""
+    target = inspect.unwrap(fn) if callable(fn) else fn
+    if not (inspect.isfunction(target) or inspect.ismethod(target) or inspect.isclass(target)):
+        target = type(target)
+    try:
+        file = inspect.getsourcefile(target)
+        _, line = inspect.getsourcelines(target)
+    except (OSError, TypeError):
+        return ""
+    return f"{file}:{line}" if file else ""
+
+
+def format_bisection(b: Bisection) -> str:
+    from .format import format_divergence
+
+    lines = [format_divergence(b.divergence).rstrip("\n")]
+    if b.divergence.first is None:
+        return lines[0] + "\n"
+    lines += [f"  {s}" for s in b.steps]
+    if b.cause is not None:
+        lines.append(f"cause: {b.cause.text}")
+        if b.cause.good:
+            lines.append(f"  the compile without it (node {b.node} within its bar): {b.cause.good}")
+        if b.cause.bad:
+            lines.append(f"  the compile with it: {b.cause.bad}")
+    else:
+        lines.append(
+            f"no compiler decision found: node {b.node} diverges with each stage the "
+            "bisector can disable disabled (decompositions, passes, the lowerings of its "
+            "kernel's nodes, configs)"
+        )
+    lines.append(f"bisected in {b.compiles} compiles, {b.seconds:.1f} s")
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["Bisection", "Cause", "Outcome", "Stage", "bisect_divergence", "format_bisection"]

@@ -1,0 +1,115 @@
+"""`aoti-debug diverge --bisect`: the compiler decision behind a divergence.
+
+Each planted bug is a module of testmodels/compiler_bugs that a user would
+--import (it registers a decomposition, replaces a lowering, sets a custom
+pass); the command runs in a fresh process, so what the module plants
+stays there. Every case is a real AOTInductor compile, bisected by real
+compiles, and must name the planted decision, its file and line, within 15
+compiles; the correct model must be silent (exit 0, no cause)."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from testmodels import compiler_bugs
+
+BUGS = Path(compiler_bugs.__file__).parent
+
+
+def line_of(module: str, definition: str) -> str:
+    """path:line where `def definition` in the planted module begins: its
+    first decorator (where a decomposition is registered), else the def."""
+    path = BUGS / f"{module}.py"
+    lines = path.read_text().splitlines()
+    number = next(i for i, text in enumerate(lines) if text.startswith(f"def {definition}("))
+    while number > 0 and lines[number - 1].startswith("@"):
+        number -= 1
+    return f"{path}:{number + 1}"
+
+
+@pytest.fixture(scope="module")
+def program(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("bisect") / "program.pt2"
+    compiler_bugs.export(path)
+    return path
+
+
+def bisect(program: Path, *imports: str) -> subprocess.CompletedProcess:
+    args = [sys.executable, "-m", "aoti_debug_printer._cli", "diverge", str(program), "--bisect"]
+    for module in imports:
+        args += ["--import", f"testmodels.compiler_bugs.{module}"]
+    test_dir = str(Path(__file__).parent)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([test_dir, os.environ.get("PYTHONPATH", "")]),
+    }
+    return subprocess.run(args, capture_output=True, text=True, env=env, timeout=900)
+
+
+def cause_of(done: subprocess.CompletedProcess) -> str:
+    causes = [line for line in done.stdout.splitlines() if line.startswith("cause: ")]
+    assert len(causes) == 1, done.stdout + done.stderr[-3000:]
+    return causes[0]
+
+
+def compiles_of(done: subprocess.CompletedProcess) -> int:
+    m = re.search(r"^bisected in (\d+) compiles, [0-9.]+ s$", done.stdout, re.M)
+    assert m, done.stdout
+    return int(m[1])
+
+
+PLANTED = {
+    # module: (what the cause line must say, the planted definition)
+    "wrong_decomposition": ("the decomposition of aten.sigmoid.default, registered at", "sigmoid"),
+    "nan_decomposition": ("the decomposition of aten.tanh.default, registered at", "tanh"),
+    "wrong_lowering": (
+        "the lowering of node tanh, registered at",
+        "tanh",
+    ),
+    "wrong_post_grad_pass": ("post_grad_custom_post_pass", "scale_doublings"),
+}
+
+
+@pytest.mark.parametrize("module", sorted(PLANTED))
+def test_bisect_names_the_planted_compiler_decision(module, program):
+    said, definition = PLANTED[module]
+    done = bisect(program, module)
+    assert done.returncode == 1, done.stdout + done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    # The first divergence, with the user's line that made its node.
+    assert "FIRST DIVERGENCE FROM EAGER" in done.stdout
+    model_file = inspect.getsourcefile(compiler_bugs.GatedBlock)
+    assert re.search(
+        rf"^  at .*{re.escape(Path(model_file).name)}:\d+ in forward: ", done.stdout, re.M
+    )
+    cause = cause_of(done)
+    assert said in cause, cause
+    assert line_of(module, definition) in cause, cause
+    if module == "wrong_lowering":
+        assert "falling back to ATen for node tanh removes the divergence" in cause
+    # How to compile without it, and the cost.
+    assert "  the compile without it (node " in done.stdout
+    assert compiles_of(done) <= 15
+
+
+def test_bisect_on_a_correct_model_compiles_once_and_names_nothing(program):
+    done = bisect(program)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    assert "no divergence from eager" in done.stdout
+    assert "cause:" not in done.stdout and "bisected in" not in done.stdout
+
+
+def test_bisect_takes_no_dump_or_runs(program, tmp_path):
+    from conftest import cli
+
+    done = cli("diverge", program, "--bisect", "--runs", "2")
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "aoti-debug diverge: --bisect compiles the program itself: no --dump, --repro or --runs"
+    )
