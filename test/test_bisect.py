@@ -33,11 +33,20 @@ def line_of(module: str, definition: str) -> str:
     return f"{path}:{number + 1}"
 
 
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
+
+
 @pytest.fixture(scope="module")
-def program(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("bisect") / "program.pt2"
-    compiler_bugs.export(path)
-    return path
+def programs(tmp_path_factory):
+    made = {}
+
+    def program(device: str) -> Path:
+        if device not in made:
+            made[device] = tmp_path_factory.mktemp(f"bisect-{device}") / "program.pt2"
+            compiler_bugs.export(made[device], device)
+        return made[device]
+
+    return program
 
 
 def bisect(program: Path, *imports: str) -> subprocess.CompletedProcess:
@@ -76,10 +85,11 @@ PLANTED = {
 }
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("module", sorted(PLANTED))
-def test_bisect_names_the_planted_compiler_decision(module, program):
+def test_bisect_names_the_planted_compiler_decision(module, device, programs):
     said, definition = PLANTED[module]
-    done = bisect(program, module)
+    done = bisect(programs(device), module)
     assert done.returncode == 1, done.stdout + done.stderr[-3000:]
     assert "Traceback" not in done.stderr
     # The first divergence, with the user's line that made its node.
@@ -98,17 +108,18 @@ def test_bisect_names_the_planted_compiler_decision(module, program):
     assert compiles_of(done) <= 15
 
 
-def test_bisect_on_a_correct_model_compiles_once_and_names_nothing(program):
-    done = bisect(program)
+@pytest.mark.parametrize("device", DEVICES)
+def test_bisect_on_a_correct_model_compiles_once_and_names_nothing(device, programs):
+    done = bisect(programs(device))
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     assert "no divergence from eager" in done.stdout
     assert "cause:" not in done.stdout and "bisected in" not in done.stdout
 
 
-def test_bisect_takes_no_dump_or_runs(program, tmp_path):
+def test_bisect_takes_no_dump_or_runs(programs):
     from conftest import cli
 
-    done = cli("diverge", program, "--bisect", "--runs", "2")
+    done = cli("diverge", programs("cpu"), "--bisect", "--runs", "2")
     assert done.returncode == 2
     assert done.stderr.strip() == (
         "aoti-debug diverge: --bisect compiles the program itself: no --dump, --repro or --runs"

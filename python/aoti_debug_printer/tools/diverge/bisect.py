@@ -267,7 +267,7 @@ def _bisect_counted(oracle: _Oracle, stage: Stage, backend: str, subsystem: str)
     B.update_bisect_status(backend, subsystem)
     try:
         B.update_run_state(backend, sub, "test_disable")
-        B.reset_counters()
+        _reset_counters()
         oracle.what = f"without {stage.value.replace('_', ' ')}"
         if not oracle():
             return None
@@ -276,7 +276,7 @@ def _bisect_counted(oracle: _Oracle, stage: Stage, backend: str, subsystem: str)
         if not B.process_subsystem(backend, sub, oracle, cli_interface=False):
             return None
         low, _ = B.get_bisect_range(backend, subsystem)
-        info = B.get_call_counter_debug_info(backend, subsystem, low) or ""
+        info = _debug_info(backend, subsystem, low)
     finally:
         # No stage active: the compiles that follow disable nothing.
         B.update_bisect_status("", "")
@@ -294,6 +294,24 @@ def _bisect_counted(oracle: _Oracle, stage: Stage, backend: str, subsystem: str)
         good=f"{env}{low - 1}",
         bad=f"{env}{low}",
     )
+
+
+# The bisector's counters and what it noted of an application moved from
+# module functions (torch 2.11: reset_counters(), call_counter_debug_info)
+# to CompilerBisector's class methods (2.13).
+def _reset_counters() -> None:
+    from torch._inductor import compiler_bisector as cb
+
+    (getattr(cb.CompilerBisector, "reset_counters", None) or cb.reset_counters)()
+
+
+def _debug_info(backend: str, subsystem: str, application: int) -> str:
+    from torch._inductor import compiler_bisector as cb
+
+    get = getattr(cb.CompilerBisector, "get_call_counter_debug_info", None)
+    if get is not None:
+        return get(backend, subsystem, application) or ""
+    return getattr(cb, "call_counter_debug_info", {}).get(application, "")
 
 
 def _bisect_lowerings(oracle: _Oracle, program, region: list[str]) -> Cause | None:
