@@ -7,6 +7,7 @@
 #include "save.h"
 #include "settings.h"
 #include "shim.h"
+#include "sources.h"
 #include "stats.h"
 
 #include <torch/csrc/autograd/python_variable.h>
@@ -161,14 +162,15 @@ PYBIND11_MODULE(_C, m) {
 
   m.def(
       "begin_run",
-      [](bool with_end, const std::string& inductor_config) {
+      [](bool with_end, const std::string& inductor_config, const std::string& sources) {
         begin_run(with_end);
         compiled_with(inductor_config);
+        sources::set(sources.c_str());
       },
-      py::arg("with_end") = false, py::arg("inductor_config") = "",
+      py::arg("with_end") = false, py::arg("inductor_config") = "", py::arg("sources") = "",
       "Start a new run on this thread (with_end: end_run will end it, and CUDA records may wait "
       "for their statistics until then; inductor_config: the digest of the config its program "
-      "was compiled with).");
+      "was compiled with; sources: where its nodes came from, see aoti_debug_printer_sources).");
   m.def(
       "end_run",
       [] {

@@ -2,6 +2,7 @@
 
 #include "aoti_debug_printer.h"
 #include "device.h"
+#include "sources.h"
 
 #include <ATen/Context.h>
 #include <ATen/Dispatch_v2.h>
@@ -201,10 +202,26 @@ std::string format_environment(const Where& where, const std::string& device) {
       .json("bf16_reduction", json_flag([&] { return ctx.allowBF16ReductionCuBLAS(); }))
       .json("fp16_reduction", json_flag([&] { return ctx.allowFP16ReductionCuBLAS(); }))
       .json("deterministic", json_flag([&] { return ctx.deterministicAlgorithms(); }))
+      .json("sources", sources::as_json())
       .text("inductor_config", where.inductor_config)
       .integer("schema", AOTI_DEBUG_PRINTER_RECORD_SCHEMA)
       .line();
 }
+
+namespace {
+// A finding's node, where the user's code made it: the JSON member
+// (innermost frame first), and the line under the finding's headline.
+JsonObject& with_source(JsonObject& o, const Where& w) {
+  const std::vector<std::string> frames = sources::of(w.node);
+  if (!frames.empty()) o.json("source", json_texts(frames));
+  return o;
+}
+std::string source_line(const Where& w) {
+  const std::vector<std::string> frames = sources::of(w.node);
+  if (frames.empty()) return "";
+  return "    at " + escaped(frames.front(), Escape::Text) + "\n";
+}
+}  // namespace
 
 JsonObject json_record(const char* event, const Where& w) {
   JsonObject o;
@@ -423,12 +440,13 @@ std::string format_cuda_error(const Where& where, const std::string& error,
       if (!a.saved_as.empty()) arg.text("file", a.saved_as);
       listed.json(arg.object());
     }
-    return json_record("cuda_error", where)
+    JsonObject o = json_record("cuda_error", where);
+    return with_source(o, where)
         .text("error", error)
         .json("args", listed.array())
         .line();
   }
-  out << where_text(where, ": " + error, "CUDA ERROR at ") << "\n";
+  out << where_text(where, ": " + error, "CUDA ERROR at ") << "\n" << source_line(where);
   if (where.launch < 0) {
     out << "    found before this run's first kernel: an earlier CUDA operation failed, not one of "
            "this model's kernels\n";
@@ -547,7 +565,8 @@ std::string format_trap(const Where& where, const TensorStats& stats, const std:
     for (size_t i = 0; i < inputs.size(); ++i) {
       listed.json(format_json(inputs[i], i < files.size() ? files[i] : std::string()));
     }
-    return json_record("trap", where)
+    JsonObject o = json_record("trap", where);
+    return with_source(o, where)
         .text("message", what)
         .integer("nan", stats.nan)
         .integer("pos_inf", stats.pos_inf)
@@ -555,7 +574,8 @@ std::string format_trap(const Where& where, const TensorStats& stats, const std:
         .json("inputs", listed.array())
         .line();
   }
-  out << where_text(where, ": " + what, "NaN/Inf TRAP at ") << "\n    nan=" << stats.nan
+  out << where_text(where, ": " + what, "NaN/Inf TRAP at ") << "\n"
+      << source_line(where) << "    nan=" << stats.nan
       << " +inf=" << stats.pos_inf << " -inf=" << stats.neg_inf << "\n";
   if (!inputs.empty()) out << "    the kernel's inputs before launch:\n";
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -584,7 +604,8 @@ std::string format_guard(const GuardFinding& f, bool json) {
   if (json) {
     JsonObject files;
     for (const auto& [what, file] : f.files) files.text(what.c_str(), file);
-    return json_record("guard", f.where)
+    JsonObject o = json_record("guard", f.where);
+    return with_source(o, f.where)
         .text("kind", f.kind)
         .text("message", f.message)
         .integer("numel", f.numel)
@@ -596,7 +617,7 @@ std::string format_guard(const GuardFinding& f, bool json) {
         .json("files", files.object())
         .line();
   }
-  out << where_text(f.where, ": " + f.message, "WRITE GUARD at ") << "\n";
+  out << where_text(f.where, ": " + f.message, "WRITE GUARD at ") << "\n" << source_line(f.where);
   if (f.changed >= 0) {
     out << "    " << f.changed << " of " << f.numel << " elements changed, the first at index "
         << f.first_index << "\n";

@@ -10,6 +10,7 @@
 #include "save.h"
 #include "settings.h"
 #include "shim.h"
+#include "sources.h"
 #include "trap.h"
 
 #include <torch/csrc/inductor/aoti_torch/utils.h>
@@ -98,6 +99,7 @@ void begin_run(bool with_end) {
   state.call = -1;
   state.calls.clear();
   state.inductor_config.clear();
+  sources::forget();
   state.reads.end();
   state.symbols.clear();
   guard::begin_run();
@@ -470,6 +472,10 @@ void aoti_debug_printer_compiled_with(const char* inductor_config) {
   guarded(__func__, [&] { compiled_with(or_empty(inductor_config)); });
 }
 
+void aoti_debug_printer_sources(const char* table) {
+  guarded(__func__, [&] { sources::set(table); });
+}
+
 void aoti_debug_printer_begin_run_with_end(void) {
   guarded(__func__, [] { begin_run(true); });
 }
@@ -617,6 +623,7 @@ const aoti_debug_printer_api* aoti_debug_printer_get_api(uint32_t abi_version) {
       &aoti_debug_printer_launch_at_level,
       &aoti_debug_printer_records_end,
       &aoti_debug_printer_check_input,
+      &aoti_debug_printer_sources,
   };
   // One table serves every version we support: it only grew at the end.
   const bool supported = abi_version >= AOTI_DEBUG_PRINTER_OLDEST_ABI_VERSION &&

@@ -93,6 +93,11 @@ def test_nan_trap_names_the_kernel_that_made_nan(package, records, dump_dir, swi
     recs = records()
     (trap,) = [r for r in recs if r["event"] == "trap"]
     assert trap["kernel"].startswith("cpp_fused_") and trap["nan"] > 0
+    # Where the user's code made the value: the model's line first.
+    assert trap["source"][0].endswith(
+        "in forward: return torch.log(torch.relu(x @ self.weight) - 1) * 2"
+    ), trap
+    assert "testmodels/small.py:" in trap["source"][0]
     # The mm before it was finite and is not blamed; nothing ran after it.
     # (Its output before launch has no statistics: leftover memory.)
     mm = [r for r in tensors(recs) if "mm" in r["kernel"] and r["stats"] is not None]

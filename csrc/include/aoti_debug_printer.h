@@ -23,10 +23,11 @@
 // the run's program); 6 launch_at_level (the compiled level, as itself, on
 // launch events too); 7 records_end (a launch event's records may wait for
 // it to reach the GPU, together); 8 check_input (a model input against
-// what the package was compiled for). Tables only grow at the end, and
+// what the package was compiled for); 9 sources (where the program's nodes
+// came from in the user's code). Tables only grow at the end, and
 // `size` says how much of one a caller may use, so packages compiled
 // against an older header keep loading.
-#define AOTI_DEBUG_PRINTER_ABI_VERSION 8
+#define AOTI_DEBUG_PRINTER_ABI_VERSION 9
 #define AOTI_DEBUG_PRINTER_OLDEST_ABI_VERSION 2
 // The version of the records' JSON: every record carries it as "schema" (the
 // fields are in docs/output.md). Readers refuse a newer one. 2: upstream's
@@ -34,8 +35,9 @@
 // reason code (aoti_debug_printer/records.py), its detail after a colon.
 // 3: role "accumulate", and a value changed in place carries the node it
 // holds once changed. 4: event "wrong_input" (a model input the package was
-// not compiled for).
-#define AOTI_DEBUG_PRINTER_RECORD_SCHEMA 4
+// not compiled for). 5: findings carry "source" (the user's frames that
+// made their node, innermost first), environment records "sources".
+#define AOTI_DEBUG_PRINTER_RECORD_SCHEMA 5
 
 #ifdef __cplusplus
 extern "C" {
@@ -158,6 +160,12 @@ int32_t aoti_debug_printer_tensor_computed(int32_t level, int32_t phase, const c
 // The digest of the Inductor config the running program was compiled with,
 // recorded in the run's environment record; called after begin_run.
 void aoti_debug_printer_compiled_with(const char* inductor_config);
+// Where the running program's nodes came from in the user's code, for its
+// findings to say; called after begin_run. One line per node:
+//   NODE \t FRAME \t FRAME ... \n
+// a FRAME "file:line in function: code", the innermost first, with no tab
+// or newline inside (see aoti_debug_printer/source_lines.py).
+void aoti_debug_printer_sources(const char* table);
 // Scalar and SymInt arguments, each in its own type's format.
 void aoti_debug_printer_int64(int32_t level, int32_t phase, const char* kernel, const char* arg,
                               int64_t value);
@@ -212,6 +220,8 @@ typedef struct aoti_debug_printer_api {
   void (*records_end)(void);
   // ABI 8.
   int32_t (*check_input)(int32_t, const char*, const char*, const char*, AtenTensorHandle);
+  // ABI 9.
+  void (*sources)(const char*);
 } aoti_debug_printer_api;
 
 // Returns the table, or NULL when the caller wants an ABI we do not have
@@ -284,8 +294,10 @@ inline const aoti_debug_printer_api* load_api(const char* built_with) {
 // the run then only begins, and its records are written as they are taken.
 class Run {
  public:
-  // `inductor_config`: the digest of the config the program was compiled with.
-  explicit Run(const aoti_debug_printer_api* api, const char* inductor_config = "")
+  // `inductor_config`: the digest of the config the program was compiled
+  // with; `sources`: where its nodes came from (aoti_debug_printer_sources).
+  explicit Run(const aoti_debug_printer_api* api, const char* inductor_config = "",
+               const char* sources = "")
       : api_(api && api->size >= offsetof(aoti_debug_printer_api, end_run) + sizeof(api->end_run)
                  ? api
                  : nullptr) {
@@ -297,6 +309,9 @@ class Run {
     if (api &&
         api->size >= offsetof(aoti_debug_printer_api, compiled_with) + sizeof(api->compiled_with)) {
       api->compiled_with(inductor_config);
+    }
+    if (api && api->size >= offsetof(aoti_debug_printer_api, sources) + sizeof(api->sources)) {
+      api->sources(sources);
     }
   }
   ~Run() {

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 # AOTI_DEBUG_PRINTER_RECORD_SCHEMA, mirrored here so that reading a dump
 # needs neither torch nor the compiled library (test_schema holds the two
 # equal).
-RECORD_SCHEMA = 4
+RECORD_SCHEMA = 5
 
 # Starts the comment before each recorded call of the C++ wrapper: the
 # call's arguments in order, literals included, as JSON. The codegen writes
@@ -142,6 +142,9 @@ class Where:
     role: Role = Role.UNKNOWN
     why: str = ""  # a Reason, with its detail after ":"; free text before schema 2
     formula: str = ""
+    # Where the user's code made `node` ("model.py:42 in forward: return
+    # x * 2"), innermost frame first: findings only (schema 5 on).
+    source: list[str] = field(default_factory=list)
     pid: int | None = None
     process: str | None = None
     schema: int | None = None
@@ -326,6 +329,9 @@ class EnvironmentRecord:
     fp16_reduction: bool | None = None
     deterministic: bool | None = None
     inductor_config: str = ""
+    # Where the user's code made each node of the run's program, innermost
+    # frame first (schema 5 on; level-1 dumps).
+    sources: dict[str, list[str]] = field(default_factory=dict)
     schema: int | None = None
 
     @property

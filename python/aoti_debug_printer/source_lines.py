@@ -65,6 +65,24 @@ def user_frames(stack_trace: str | None, skip_dirs: tuple[str, ...] = ()) -> lis
     return (own or frames[:1])[:MAX_FRAMES]
 
 
+def table(frames: dict[str, list[SourceFrame]]) -> str:
+    """The table the C library takes at each run's start (its header's
+    aoti_debug_printer_sources): a line per node, its name and its frames
+    (the file as given, not made relative) separated by tabs; a tab or a
+    newline inside one becomes a space."""
+
+    def flat(s: str) -> str:
+        return s.replace("\t", " ").replace("\n", " ").replace("\r", " ")
+
+    def line(f: SourceFrame) -> str:
+        where = f"{f.file}:{f.line} in {f.function}"
+        return flat(f"{where}: {f.code}" if f.code else where)
+
+    return "".join(
+        "\t".join([flat(node), *(line(f) for f in fs)]) + "\n" for node, fs in frames.items() if fs
+    )
+
+
 def torch_dirs() -> tuple[str, ...]:
     """torch's package directory, the frames under which are not the user's."""
     import torch

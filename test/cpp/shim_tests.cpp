@@ -1139,3 +1139,47 @@ TEST_CASE("a model input is checked against what its package was compiled for",
   // A null handle is the record's to report, not the check's.
   CHECK(aoti_debug_printer_check_input(L, "arg", "x", "float32 cpu [4] [1]", nullptr) == 0);
 }
+
+TEST_CASE("a finding says where the user's code made its node, a run's table only in that run",
+          "[aoti_debug_printer_sources]") {
+  Scratch s;
+  CHECK(aoti_debug_printer_set_option("trap", "1") == 0);
+  at::Tensor in = at::ones({3});
+  at::Tensor out = at::full({3}, NAN);
+  // Two nodes, the second a prefix of nothing and with two frames; a name
+  // that is a prefix of another must not match it.
+  const char* table =
+      "mul_1\tmodel.py:9 in forward: return y * 2\n"
+      "mul\tmodel.py:7 in forward: y = x * x\tmain.py:3 in <module>: m(x)\n";
+  const auto trap = [&](const char* node) {
+    aoti_debug_printer_launch_at_level(AOTI_DEBUG_PRINTER_LEVEL_PRINT,
+                                       AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "k", 0);
+    aoti_debug_printer_tensor_held(AOTI_DEBUG_PRINTER_LEVEL_PRINT,
+                                   AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "k", "in", "", "",
+                                   AOTI_DEBUG_PRINTER_ROLE_READ, handle(in));
+    aoti_debug_printer_launch_at_level(AOTI_DEBUG_PRINTER_LEVEL_PRINT,
+                                       AOTI_DEBUG_PRINTER_AFTER_LAUNCH, "k", 0);
+    return aoti_debug_printer_tensor_held(AOTI_DEBUG_PRINTER_LEVEL_PRINT,
+                                          AOTI_DEBUG_PRINTER_AFTER_LAUNCH, "k", "out", node, "",
+                                          AOTI_DEBUG_PRINTER_ROLE_WRITE, handle(out));
+  };
+  aoti_debug_printer_begin_run();
+  aoti_debug_printer_sources(table);
+  CHECK(trap("mul") != 0);
+  // A run without a table (a package compiled before ABI 9) finds none.
+  aoti_debug_printer_begin_run();
+  CHECK(trap("mul") != 0);
+  CHECK(aoti_debug_printer_set_option("trap", "0") == 0);
+  const std::string text = s.output();
+  const size_t first = text.find("NaN/Inf TRAP at after_launch k out");
+  REQUIRE(first != std::string::npos);
+  CHECK(text.find("\n    at model.py:7 in forward: y = x * x\n", first) != std::string::npos);
+  CHECK(text.find("    at ", text.find("NaN/Inf TRAP", first + 1)) == std::string::npos);
+  const std::string manifest = slurp(s.dump / "manifest.jsonl");
+  CHECK(manifest.find("\"node\": \"mul\", \"role\": \"write\", \"why\": \"\", \"pid\"") !=
+        std::string::npos);
+  CHECK(manifest.find("\"source\": [\"model.py:7 in forward: y = x * x\", "
+                      "\"main.py:3 in <module>: m(x)\"]") != std::string::npos);
+  CHECK(std::count(manifest.begin(), manifest.end(), '\n') >= 2);
+  CHECK(manifest.find("\"source\"", manifest.find("\"source\"") + 1) == std::string::npos);
+}

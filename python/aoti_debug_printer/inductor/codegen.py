@@ -419,7 +419,7 @@ class DebugPrinterManager:
         return CPP if V.graph.cpp_wrapper else PYTHON
 
     def _run_start_lines(self, inputs: list[str]) -> list[str]:
-        lines = [self._emitter.begin_run(inductor_config_digest())]
+        lines = [self._emitter.begin_run(inductor_config_digest(), self._provenance.source_table())]
         level = self.debug_printer_level.code
         if self._emitter.checks_inputs:
             # Each input against what the package was compiled for, before

@@ -77,7 +77,9 @@ class Emitter:
     def preamble(self) -> str:
         raise NotImplementedError
 
-    def begin_run(self, inductor_config: str) -> str:
+    def begin_run(self, inductor_config: str, sources: str = "") -> str:
+        """The run's start; `sources`: where its nodes came from
+        (source_lines.table)."""
         raise NotImplementedError
 
     def launch(self, level: int, phase: int, kernel: str, flags: int) -> str:
@@ -110,12 +112,12 @@ class _CppEmitter(Emitter):
     def preamble(self) -> str:
         return _cpp_preamble()
 
-    def begin_run(self, inductor_config: str) -> str:
+    def begin_run(self, inductor_config: str, sources: str = "") -> str:
         # Declared in the run's own scope: the run ends where it returns or
         # throws, and every record is written by then.
         return (
             "aoti_debug_printer::Run aoti_debug_printer_run_(AOTI_DEBUG_PRINTER_API, "
-            f"{c_string(inductor_config)});"
+            f"{c_string(inductor_config)}, {c_string(sources)});"
         )
 
     def launch(self, level: int, phase: int, kernel: str, flags: int) -> str:
@@ -160,8 +162,8 @@ class _PythonEmitter(Emitter):
     def preamble(self) -> str:
         return f"import aoti_debug_printer._C as {_PY_MODULE}"
 
-    def begin_run(self, inductor_config: str) -> str:
-        return f"{_PY_MODULE}.begin_run(inductor_config={inductor_config!r})"
+    def begin_run(self, inductor_config: str, sources: str = "") -> str:
+        return f"{_PY_MODULE}.begin_run(inductor_config={inductor_config!r}, sources={sources!r})"
 
     def launch(self, level: int, phase: int, kernel: str, flags: int) -> str:
         return f"{_PY_MODULE}.launch({level}, {phase}, {kernel!r}, {flags})"

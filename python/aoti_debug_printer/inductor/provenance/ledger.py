@@ -70,6 +70,11 @@ class Provenance:
             self._held = {}
         return self._facts
 
+    def source_table(self) -> str:
+        """Where the user's code made each exported node of the graph being
+        lowered (GraphFacts.source_table)."""
+        return self._graph_facts().source_table()
+
     def kernel_call(
         self, kernel_name: str, names: list[str], writes: Writes | None = None
     ) -> tuple[dict[str, Held], dict[str, Held]]:

@@ -119,6 +119,25 @@ class GraphFacts:
             if any(u.op == "output" or self.root(u) != root for u in n.users):
                 self.exits.setdefault(root, []).append(n)
 
+    def source_table(self) -> str:
+        """Where the user's code made each exported node, as the C library
+        takes it (source_lines.table): from the stack trace each node of
+        the lowered graph keeps of the exported node it came from."""
+        from ...source_lines import table, torch_dirs, user_frames
+
+        skip = torch_dirs()
+        frames: dict = {}
+        for n in getattr(getattr(self.graph, "graph", None), "nodes", ()):
+            if n.op != "call_function":
+                continue
+            root = self.root(n)
+            if root is None or root in frames:
+                continue
+            found = user_frames(n.meta.get("stack_trace"), skip)
+            if found:
+                frames[root] = found
+        return table(frames)
+
     def root(self, fx_node) -> str | None:
         if fx_node not in self._root:
             roots = _root_names(fx_node) if fx_node.op == "call_function" else set()
