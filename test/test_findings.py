@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import inspect
 import json
 import os
 import re
@@ -394,6 +395,10 @@ def test_compare_across_configs_from_the_command_line(tmp_path):
     assert done.returncode == 1
     assert f"FIRST DIVERGENCE: node {target.node}: A " in done.stdout
     assert f"vs B {target.kernel} (launch {target.launch})" in done.stdout
+    # Where the user's code made that node: the line under the verdict.
+    model_file = Path(inspect.getsourcefile(type(model))).name
+    source = re.search(r"^FIRST DIVERGENCE: .*\n  at (.*)$", done.stdout, re.M)
+    assert source and f"{model_file}:" in source[1] and " in forward: " in source[1], done.stdout
 
 
 def test_diverge_for_real_users(tmp_path):

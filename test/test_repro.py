@@ -83,6 +83,8 @@ def test_a_trap_finding_reproduces_the_nan(package, tmp_path, capfd, device):
     assert ran.returncode == 1, ran.stdout + ran.stderr
     assert re.search(r"FAIL buf\d+: \d+ NaN/Inf after launch", ran.stdout), ran.stdout
     assert "the same, bit for bit, as what this launch wrote" in ran.stdout
+    # Its header says where the user's code made the value.
+    assert re.search(r"made NaN/Inf in buf\d+, at .*small\.py:\d+ in forward: ", ran.stdout)
 
 
 # A process that loads one package and runs it into a trap.

@@ -118,6 +118,9 @@ def test_report_page_holds_the_data_it_claims(level1_dump, tmp_path):
     assert bad and bad[0]["kernel"].startswith("cpp_fused_")
     first = re.search(r'<p id="first-anomaly" class="bad">(.*?)</p>', text).group(1)
     assert bad[0]["kernel"] in first and f"launch {bad[0]['launch']}" in first
+    # Where the user's code made the value, from the dump's environment record.
+    assert re.search(r"<br>at <code>.*small\.py:\d+ in forward: return torch\.log", first), first
+    assert bad[0]["node"] and bad[0]["source"] in first
     assert text.count('class="anomaly"') == 1 and 'id="first-anomaly-marker"' in text
     assert "<svg" in text and "<polyline" in text and "http" not in text.split("<svg", 1)[0]
 

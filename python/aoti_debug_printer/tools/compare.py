@@ -91,6 +91,14 @@ class Comparison:
     not_comparable: dict[str, list[Record]] = field(default_factory=dict)
     env_a: Environment | None = None
     env_b: Environment | None = None
+    # Where the user's code made each node, innermost frame first (the
+    # dumps' environment records: B's, then A's).
+    sources: dict[str, list[str]] = field(default_factory=dict)
+
+    def source_of(self, node: str) -> str:
+        """The user's innermost line that made `node`; "" where not known."""
+        frames = self.sources.get(node)
+        return frames[0] if frames else ""
 
     @property
     def diverged(self) -> list[Difference]:
@@ -352,6 +360,7 @@ def compare(
         not_comparable=not_comparable,
         env_a=env_a,
         env_b=env_b,
+        sources={**da.sources(), **db.sources()},
     )
 
 
@@ -400,6 +409,8 @@ def format_comparison(c: Comparison, top: int = 10) -> str:
         )
     elif first is not None:
         lines.append(f"FIRST DIVERGENCE: {_what(first, by_node)}")
+        if source := c.source_of(first.a.node or first.b.node):
+            lines.append(f"  at {source}")
         lines.append("  " + (first.problem or _explain(first)))
         if c.b.is_dir() and first.b.kernel:
             lines.append(

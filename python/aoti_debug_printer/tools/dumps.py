@@ -160,6 +160,15 @@ class Dump:
                 return Environment.from_record(record)
         return None
 
+    def sources(self) -> dict[str, list[str]]:
+        """Where the user's code made each node of the dump's program,
+        innermost frame first (its environment records; level 1, schema 5
+        on); the runs of one dump share one program."""
+        merged: dict[str, list[str]] = {}
+        for record in self.environments.values():
+            merged.update(record.sources)
+        return merged
+
     @property
     def ranks(self) -> list[int]:
         """The ranks whose records the dump holds, in order."""

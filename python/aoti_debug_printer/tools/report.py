@@ -20,7 +20,7 @@ from .dumps import Record, load_dump
 PLOT_W, PLOT_H, PAD = 960, 260, 40
 
 
-def _row(i: int, r: Record) -> dict:
+def _row(i: int, r: Record, sources: dict[str, list[str]]) -> dict:
     t, s = r.tensor, r.stats
     return {
         "index": i,
@@ -30,6 +30,9 @@ def _row(i: int, r: Record) -> dict:
         "phase": t.phase.value,
         "kernel": t.kernel or "(model input)",
         "arg": t.arg,
+        "node": t.node,
+        # Where the user's code made the node (innermost frame).
+        "source": (sources.get(t.node) or [""])[0],
         "call": t.call,
         "dtype": t.dtype,
         "shape": t.shape,
@@ -113,6 +116,7 @@ COLUMNS = (
     "phase",
     "kernel",
     "arg",
+    "node",
     "call",
     "dtype",
     "shape",
@@ -123,6 +127,7 @@ COLUMNS = (
     "pos_inf",
     "neg_inf",
     "file",
+    "source",
 )
 
 
@@ -225,7 +230,8 @@ def render(source: str | Path, title: str | None = None, against: str | Path | N
     whether the two differ bit for bit and where first."""
     dump = load_dump(source)
     records = [r for r in dump.records if r.phase in (Phase.AFTER_LAUNCH, Phase.MODEL_INPUT)]
-    rows = [_row(i, r) for i, r in enumerate(records)]
+    sources = dump.sources()
+    rows = [_row(i, r, sources) for i, r in enumerate(records)]
     anomaly = first_anomaly(rows)
     bitwise, different = _bitwise(dump, against) if against is not None else ("", None)
     title = title or f"aoti-debug report: {Path(source).name}"
@@ -241,7 +247,9 @@ def render(source: str | Path, title: str | None = None, against: str | Path | N
             f'<p id="first-anomaly" class="bad">First anomaly: {where}, argument '
             f'<b>{html.escape(anomaly["arg"])}</b> (launch {anomaly["launch"]}, run '
             f'{anomaly["run"]}): nan={anomaly["nan"]} +inf={anomaly["pos_inf"]} '
-            f'-inf={anomaly["neg_inf"]}</p>'
+            f'-inf={anomaly["neg_inf"]}'
+            + (f"<br>at <code>{html.escape(anomaly['source'])}</code>" if anomaly["source"] else "")
+            + "</p>"
         )
     body = []
     for row, r in zip(rows, records):

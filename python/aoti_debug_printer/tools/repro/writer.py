@@ -86,6 +86,11 @@ class Repro:
     seconds: float
 
 
+def _at(finding) -> str:
+    """Where the user's code made the finding's node, to end its line."""
+    return f", at {finding.source[0]}" if finding.source else ""
+
+
 def finding_in(
     dump: Dump, kernel: str | None = None, launch: int | None = None, call: int | None = None
 ) -> Finding:
@@ -130,9 +135,11 @@ def finding_in(
                     f"{dump.source}: the trap found NaN/Inf in model input "
                     f"{ev.arg}: no kernel made it, there is none to repro"
                 )
-            return Finding(**where, what=ev.message, checks=[FINITE, IN_BOUNDS], arg=ev.arg)
+            return Finding(
+                **where, what=ev.message + _at(ev), checks=[FINITE, IN_BOUNDS], arg=ev.arg
+            )
         if isinstance(ev, GuardRecord):
-            what = "write guard: " + ev.message
+            what = "write guard: " + ev.message + _at(ev)
             if ev.kind is GuardKind.READ_ONLY_ARGUMENT_CHANGED:
                 return Finding(**where, what=what, checks=[UNCHANGED, IN_BOUNDS], arg=ev.arg)
             # Overwritten between its writer and its reader: the kernel that
