@@ -109,8 +109,44 @@ def test_bisect_names_the_planted_compiler_decision(module, device, programs):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_bisect_on_a_correct_model_compiles_once_and_names_nothing(device, programs):
-    done = bisect(programs(device))
+def test_a_custom_op_that_makes_nan_is_not_the_compilers(device, tmp_path):
+    """NaN that eager makes too (the trap's finding, not a divergence), in
+    a custom op's own kernel: no compiler decision removes it, and the
+    cause says so, naming the op and where it is defined."""
+    from testmodels.compiler_bugs import nan_custom_op
+
+    nan_custom_op.export(tmp_path / "program.pt2", device)
+    done = bisect(tmp_path / "program.pt2", "nan_custom_op")
+    assert done.returncode == 1, done.stdout + done.stderr[-3000:]
+    assert re.search(
+        r"^NaN: kernel \S*log_gate\S* \(launch \d+\) made NaN in buf\d+ = node log_gate",
+        done.stdout,
+        re.M,
+    ), done.stdout
+    assert "nan_custom_op.py:" in done.stdout.split("NaN: kernel", 1)[1].splitlines()[1]
+    cause = cause_of(done)
+    assert cause.startswith("cause: not the compiler: the custom op adp_bugs::log_gate makes NaN")
+    assert f"(defined at {line_of('nan_custom_op', 'log_gate')})" in cause, cause
+    assert compiles_of(done) <= 15
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", ["gated_block", "pre_ln_transformer", "conv_bn"])
+def test_bisect_on_a_correct_model_compiles_once_and_names_nothing(
+    name, device, programs, tmp_path
+):
+    """A residual LayerNorm block, attention with a causal mask (whose -inf
+    is the model's own, not a NaN to bisect) and conv/batch-norm."""
+    import torch
+    from testmodels import findings
+
+    if name == "gated_block":
+        program = programs(device)
+    else:
+        model, inputs, _ = findings.build(name, device=device)
+        program = tmp_path / "program.pt2"
+        torch.export.save(torch.export.export(model, inputs), program)
+    done = bisect(program)
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     assert "no divergence from eager" in done.stdout
     assert "cause:" not in done.stdout and "bisected in" not in done.stdout

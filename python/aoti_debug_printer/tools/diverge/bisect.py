@@ -32,6 +32,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
+from ...source_lines import node_sources
+from ..dumps import Record, load_dump
+from .evaluate import ProgramGraph, region_nodes
 from .match import match_dump
 from .program import program_and_inputs
 from .result import Divergence, Progress
@@ -107,7 +110,8 @@ class Cause:
             case Stage.CONFIG:
                 return f"the config {self.decision}"
             case Stage.NOT_THE_COMPILER:
-                return f"not the compiler: {self.decision}"
+                defined = f" (defined at {self.where})" if self.where else ""
+                return f"not the compiler: {self.decision}{defined}"
 
 
 @dataclass
@@ -118,10 +122,15 @@ class Bisection:
     compiles: int = 0
     seconds: float = 0.0
     steps: list[str] = field(default_factory=list)  # one line per compile
+    # Where no value diverges from eager but a kernel wrote NaN (what the
+    # trap stops at; eager makes it too): that record, whose node the oracle
+    # watches for NaN instead.
+    non_finite: Record | None = None
+    source: str = ""  # where the user's code made the watched node
 
     @property
     def outcome(self) -> Outcome:
-        if self.divergence.first is None:
+        if self.divergence.first is None and self.non_finite is None:
             return Outcome.NO_DIVERGENCE
         return Outcome.CAUSE if self.cause is not None else Outcome.NO_DECISION
 
@@ -139,10 +148,17 @@ def bisect_divergence(
         oracle = _Oracle(program, args, kwargs, Path(tmp), steps)
         first = oracle.judge("the default compile")
         result = Bisection(first)
-        if first.first is not None:
-            result.node = first.first.node
-            oracle.node = result.node
-            region = _region(program, first)
+        written = load_dump(oracle.last_dump).written_values()
+        if first.first is None:
+            result.non_finite = next((r for r in written if r.node and _nan_in(r)), None)
+        watched = first.first.record if first.first is not None else result.non_finite
+        if watched is not None:
+            result.node = oracle.node = watched.node
+            frames = node_sources(program, {watched.node}).get(watched.node)
+            result.source = frames[0].text if frames else ""
+            oracle.non_finite = first.first is None
+            held = {r.node for r in written if r.node and r is not watched}
+            region, _ = region_nodes(ProgramGraph(program), watched.node, held)
             with _bisecting(Path(tmp) / "bisector"):
                 result.cause = _find_cause(oracle, program, region)
         result.compiles = oracle.compiles
@@ -151,14 +167,10 @@ def bisect_divergence(
     return result
 
 
-def _region(program, d: Divergence) -> list[str]:
-    """The nodes that compute the first diverging node from the values the
-    dump holds (its kernel's, and any the dump did not hold between)."""
-    from .evaluate import ProgramGraph, region_nodes
-
-    held = {m.node for m in d.matches if m is not d.first}
-    names, _ = region_nodes(ProgramGraph(program), d.first.node, held)
-    return names
+def _nan_in(r: Record) -> bool:
+    """NaN in a value a kernel wrote. Not Inf: a model's own masks write
+    -inf (attention's), and a correct model must bisect to nothing."""
+    return bool(r.stats and r.stats.nan)
 
 
 class _Oracle:
@@ -169,6 +181,9 @@ class _Oracle:
         self.program, self.args, self.kwargs = program, args, kwargs
         self.tmp, self.steps = tmp, steps
         self.node = ""
+        # Watch the node for NaN, not for its verdict against eager.
+        self.non_finite = False
+        self.last_dump: Path | None = None
         self.compiles = 0
         self.config: dict = {}
         self.what = ""
@@ -182,8 +197,10 @@ class _Oracle:
         self.steps.phase(f"compile {n}: {what}")
         with torch._inductor.config.patch(self.config):
             package = compile_at_level_1(self.program, self.tmp / f"{n}.pt2")
-        dump = run_into(package, self.args, self.kwargs, self.tmp / f"dump{n}")
-        return match_dump(dump, self.program, self.args, self.kwargs)
+        self.last_dump = run_into(package, self.args, self.kwargs, self.tmp / f"dump{n}")
+        if self.non_finite:  # the oracle needs no verdict against eager
+            return Divergence([])
+        return match_dump(self.last_dump, self.program, self.args, self.kwargs)
 
     def __call__(self) -> bool:
         try:
@@ -193,9 +210,15 @@ class _Oracle:
 
             self.lines.append(f"compile {self.compiles}: {self.what}: failed ({first_line(e)})")
             return False
-        judged = next((m for m in d.matches if m.node == self.node), None)
-        bad = judged.diverged if judged is not None else d.first is not None
-        self.lines.append(f"compile {self.compiles}: {self.what}: {'diverges' if bad else 'good'}")
+        if self.non_finite:
+            written = load_dump(self.last_dump).written_values()
+            mine = [r for r in written if r.node == self.node]
+            bad = any(_nan_in(r) for r in (mine or written))
+        else:
+            judged = next((m for m in d.matches if m.node == self.node), None)
+            bad = judged.diverged if judged is not None else d.first is not None
+        said = ("makes NaN" if self.non_finite else "diverges") if bad else "good"
+        self.lines.append(f"compile {self.compiles}: {self.what}: {said}")
         return not bad
 
 
@@ -455,19 +478,35 @@ def _users_own(oracle: _Oracle, program) -> Cause | None:
     if isinstance(target, torch._ops.OpOverload) and not torch._library.utils.is_builtin(target):
         return Cause(
             stage=Stage.NOT_THE_COMPILER,
-            decision=f"the custom op {target.name()} computes node {node.name} wrongly "
+            decision=f"the custom op {target.name()} {_wrongly(oracle)} node {node.name} "
             "with every decomposition, pass and lowering the bisector can disable disabled; "
             "look at its kernel",
-            where=_site(target._op) if hasattr(target, "_op") else "",
+            where=_custom_op_site(target.name()),
         )
     if "triton_kernel_wrapper" in getattr(target, "__name__", str(target)):
         kernel = node.kwargs.get("kernel_idx")
         return Cause(
             stage=Stage.NOT_THE_COMPILER,
-            decision=f"the user Triton kernel of node {node.name} (kernel {kernel}) computes it "
-            "wrongly with every compiler decision the bisector can disable disabled",
+            decision=f"the user Triton kernel {kernel} {_wrongly(oracle)} node {node.name} "
+            "with every compiler decision the bisector can disable disabled",
         )
     return None
+
+
+def _custom_op_site(qualname: str) -> str:
+    """file:line of a torch.library.custom_op's function; "" for ops defined
+    otherwise (torch.library.Library, C++)."""
+    try:
+        from torch._library.custom_ops import _maybe_get_opdef
+    except ImportError:  # a torch that keeps its custom op definitions elsewhere
+        return ""
+    opdef = _maybe_get_opdef(qualname)
+    fn = getattr(opdef, "_init_fn", None)
+    return _site(fn) if fn is not None else ""
+
+
+def _wrongly(oracle: _Oracle) -> str:
+    return "makes NaN in" if oracle.non_finite else "computes wrongly"
 
 
 _OP_REPR = re.compile(r"op='(?P<op>[\w.]+)', overload='(?P<overload>\w+)'")
@@ -524,18 +563,27 @@ def format_bisection(b: Bisection) -> str:
     from .format import format_divergence
 
     lines = [format_divergence(b.divergence).rstrip("\n")]
-    if b.divergence.first is None:
+    if b.divergence.first is None and b.non_finite is None:
         return lines[0] + "\n"
+    if (r := b.non_finite) is not None:
+        lines.append(
+            f"NaN: kernel {r.kernel} (launch {r.launch}) made NaN in {r.arg} = node "
+            f"{r.node}, as eager does on these inputs (not a divergence; what the trap stops at)"
+        )
+        if b.source:
+            lines.append(f"  at {b.source}")
     lines += [f"  {s}" for s in b.steps]
     if b.cause is not None:
         lines.append(f"cause: {b.cause.text}")
         if b.cause.good:
-            lines.append(f"  the compile without it (node {b.node} within its bar): {b.cause.good}")
+            state = "without NaN" if b.non_finite is not None else "within its bar"
+            lines.append(f"  the compile without it (node {b.node} {state}): {b.cause.good}")
         if b.cause.bad:
             lines.append(f"  the compile with it: {b.cause.bad}")
     else:
         lines.append(
-            f"no compiler decision found: node {b.node} diverges with each stage the "
+            f"no compiler decision found: node {b.node} "
+            f"{'makes NaN' if b.non_finite is not None else 'diverges'} with each stage the "
             "bisector can disable disabled (decompositions, passes, the lowerings of its "
             "kernel's nodes, configs)"
         )
