@@ -191,6 +191,10 @@ def test_three_gloo_ranks_name_the_rank_that_leaves_the_others(package, tmp_path
     assert first, done.stdout
     assert first.group(1).startswith("rank 0 leaves ranks 1, 2 at node rank_shift: "), done.stdout
     assert "adp_models::rank_shift" in first.group(1)
+    # Where the user's code called the op, from the ranks' own dump.
+    assert re.search(
+        r"^FIRST DIVERGENCE ACROSS RANKS: .*\n  at .*small\.py:\d+ in forward: ", done.stdout, re.M
+    ), done.stdout
     print(f"3 gloo ranks: named {time.time() - began:.1f} s after the job's start")
     # Only the first: what reads its output differs by what it carried in.
     assert done.stdout.count("leaves") == 1, done.stdout
@@ -333,6 +337,7 @@ def check_tensor_parallel(package, tmp_path: Path, backend: str, device: str = "
     assert first and first.group(1).startswith(
         "rank 1 at node linear (sharded along dimension 1, rank 1's slice 8:16): B "
     ), done.stdout
+    assert re.search(r"^FIRST DIVERGENCE: .*\n  at .*small\.py:\d+ in forward: ", done.stdout, re.M)
 
     found = aoti_debug_printer.compare_parallel(single, unreduced)
     assert found.first is not None and found.first.ranks == [0, 1]

@@ -286,6 +286,8 @@ def format_parallel(pc: ParallelComparison) -> str:
             f"B {d.b.kernel or 'model input'} (launch {d.b.launch}) {d.b.arg} vs A "
             f"{d.a.kernel or 'model input'} (launch {d.a.launch}) {d.a.arg}"
         )
+        if source := pc.per_rank[k].source_of(g.a.node):
+            lines.append(f"  at {source}")
         lines.append(
             "  "
             + (

@@ -212,6 +212,9 @@ def format_ranks(rc: RanksComparison) -> str:
         else:
             head = f"rank {r.rank} leaves {_ranks(rc.reference)}"
         lines.append(f"{'also' if n else 'FIRST DIVERGENCE ACROSS RANKS'}: {head} at {where}")
+        sources = next(iter(rc.against_first.values()), None)
+        if sources is not None and (source := sources.source_of(d.a.node)):
+            lines.append(f"  at {source}")
         lines.append(
             f"  relative RMS {d.rel_rms:.3g} against {_ranks([rc.reference[0]])}, "
             f"{d.ratio:.3g} times the bar (what its inputs carried: {d.inputs_rms:.3g})"
