@@ -441,10 +441,7 @@ std::string format_cuda_error(const Where& where, const std::string& error,
       listed.json(arg.object());
     }
     JsonObject o = json_record("cuda_error", where);
-    return with_source(o, where)
-        .text("error", error)
-        .json("args", listed.array())
-        .line();
+    return with_source(o, where).text("error", error).json("args", listed.array()).line();
   }
   out << where_text(where, ": " + error, "CUDA ERROR at ") << "\n" << source_line(where);
   if (where.launch < 0) {
@@ -575,8 +572,8 @@ std::string format_trap(const Where& where, const TensorStats& stats, const std:
         .line();
   }
   out << where_text(where, ": " + what, "NaN/Inf TRAP at ") << "\n"
-      << source_line(where) << "    nan=" << stats.nan
-      << " +inf=" << stats.pos_inf << " -inf=" << stats.neg_inf << "\n";
+      << source_line(where) << "    nan=" << stats.nan << " +inf=" << stats.pos_inf
+      << " -inf=" << stats.neg_inf << "\n";
   if (!inputs.empty()) out << "    the kernel's inputs before launch:\n";
   for (size_t i = 0; i < inputs.size(); ++i) {
     std::istringstream lines(format_text(inputs[i]));

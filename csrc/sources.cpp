@@ -19,7 +19,8 @@ std::vector<std::string> frames_in_line(std::string_view line) {
   size_t start = line.find('\t');
   while (start != std::string_view::npos) {
     const size_t end = line.find('\t', start + 1);
-    frames.emplace_back(line.substr(start + 1, end == std::string_view::npos ? end : end - start - 1));
+    frames.emplace_back(
+        line.substr(start + 1, end == std::string_view::npos ? end : end - start - 1));
     start = end;
   }
   return frames;

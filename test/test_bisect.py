@@ -131,12 +131,13 @@ def test_a_custom_op_that_makes_nan_is_not_the_compilers(device, tmp_path):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("name", ["gated_block", "pre_ln_transformer", "conv_bn"])
+@pytest.mark.parametrize("name", ["gated_block", "pre_ln_transformer"])
 def test_bisect_on_a_correct_model_compiles_once_and_names_nothing(
     name, device, programs, tmp_path
 ):
-    """A residual LayerNorm block, attention with a causal mask (whose -inf
-    is the model's own, not a NaN to bisect) and conv/batch-norm."""
+    """A residual LayerNorm block, and attention with a causal mask (whose
+    -inf is the model's own, not a NaN to bisect). diverge itself is held
+    silent on fourteen architectures (test_findings)."""
     import torch
     from testmodels import findings
 

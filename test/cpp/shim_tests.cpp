@@ -1154,9 +1154,8 @@ TEST_CASE("a finding says where the user's code made its node, a run's table onl
   const auto trap = [&](const char* node) {
     aoti_debug_printer_launch_at_level(AOTI_DEBUG_PRINTER_LEVEL_PRINT,
                                        AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "k", 0);
-    aoti_debug_printer_tensor_held(AOTI_DEBUG_PRINTER_LEVEL_PRINT,
-                                   AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "k", "in", "", "",
-                                   AOTI_DEBUG_PRINTER_ROLE_READ, handle(in));
+    aoti_debug_printer_tensor_held(AOTI_DEBUG_PRINTER_LEVEL_PRINT, AOTI_DEBUG_PRINTER_BEFORE_LAUNCH,
+                                   "k", "in", "", "", AOTI_DEBUG_PRINTER_ROLE_READ, handle(in));
     aoti_debug_printer_launch_at_level(AOTI_DEBUG_PRINTER_LEVEL_PRINT,
                                        AOTI_DEBUG_PRINTER_AFTER_LAUNCH, "k", 0);
     return aoti_debug_printer_tensor_held(AOTI_DEBUG_PRINTER_LEVEL_PRINT,

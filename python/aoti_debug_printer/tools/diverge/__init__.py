@@ -19,12 +19,12 @@ evaluator), match (judging a dump), formulas, run (compiling and running),
 format (the printed lines), bisect (the compiler decision behind a
 divergence)."""
 
-from .bisect import Bisection, Cause, bisect_divergence, format_bisection
+from .bisect import bisect_divergence
 from .evaluate import eager_values
-from .format import format_divergence, format_runs_check
+from .format import format_bisection, format_divergence, format_runs_check
 from .match import match_dump
 from .program import ProgramError, load_inputs, load_program
-from .result import Divergence, Match, NotCompared, RunsCheck, Unmatched
+from .result import Bisection, Cause, Divergence, Match, NotCompared, RunsCheck, Unmatched
 from .run import first_difference_between_runs, first_divergence_from_eager
 
 __all__ = [

@@ -28,8 +28,6 @@ import logging
 import re
 import tempfile
 import time
-from dataclasses import dataclass, field
-from enum import Enum
 from pathlib import Path
 
 from ...source_lines import node_sources
@@ -37,22 +35,10 @@ from ..dumps import Record, load_dump
 from .evaluate import ProgramGraph, region_nodes
 from .match import match_dump
 from .program import program_and_inputs
-from .result import Divergence, Progress
+from .result import Bisection, Cause, Divergence, Outcome, Progress, Stage
 from .run import compile_at_level_1, run_into
 
 log = logging.getLogger(__name__)
-
-
-class Stage(str, Enum):
-    """Where in the compiler a cause was found."""
-
-    DECOMPOSITION = "decomposition"
-    JOINT_GRAPH_PASSES = "joint_graph_passes"
-    POST_GRAD_PASSES = "post_grad_passes"
-    CUSTOM_PASS = "custom_pass"
-    LOWERING = "lowering"
-    CONFIG = "config"
-    NOT_THE_COMPILER = "not_the_compiler"
 
 
 # The stages the bisector counts, in the order tried: (stage, the
@@ -69,70 +55,6 @@ CUSTOM_PASSES = (
     "post_grad_custom_pre_pass",
     "post_grad_custom_post_pass",
 )
-
-
-class Outcome(int, Enum):
-    """diverge --bisect's exit codes."""
-
-    NO_DIVERGENCE = 0
-    CAUSE = 1
-    NO_DECISION = 3
-
-
-@dataclass(frozen=True, kw_only=True)
-class Cause:
-    stage: Stage
-    decision: str  # the op, the pass, the node, the config, the user's op
-    where: str = ""  # file:line of the decomposition, lowering or pass
-    application: int = -1  # which application of the stage, from 0
-    good: str = ""  # how to compile without it
-    bad: str = ""  # how to compile with it (and without what follows)
-
-    @property
-    def text(self) -> str:
-        at = f", registered at {self.where}" if self.where else ""
-        nth = f" (application {self.application} of the stage)" if self.application >= 0 else ""
-        match self.stage:
-            case Stage.DECOMPOSITION:
-                return f"the decomposition of {self.decision}{at}{nth}"
-            case Stage.JOINT_GRAPH_PASSES | Stage.POST_GRAD_PASSES:
-                kind = "joint-graph" if self.stage is Stage.JOINT_GRAPH_PASSES else "post-grad"
-                defined = f", defined at {self.where}" if self.where else ""
-                nth = f" (application {self.application} of the {kind} passes)"
-                return f"the {kind} pass {self.decision}{nth}{defined}"
-            case Stage.CUSTOM_PASS:
-                return f"the custom pass {self.decision}{at}"
-            case Stage.LOWERING:
-                return (
-                    f"the lowering of node {self.decision}{at}{nth}: falling back to ATen "
-                    f"for node {self.decision} removes the divergence"
-                )
-            case Stage.CONFIG:
-                return f"the config {self.decision}"
-            case Stage.NOT_THE_COMPILER:
-                defined = f" (defined at {self.where})" if self.where else ""
-                return f"not the compiler: {self.decision}{defined}"
-
-
-@dataclass
-class Bisection:
-    divergence: Divergence  # diverge's verdict on the default compile
-    node: str = ""  # the node the oracle watches
-    cause: Cause | None = None
-    compiles: int = 0
-    seconds: float = 0.0
-    steps: list[str] = field(default_factory=list)  # one line per compile
-    # Where no value diverges from eager but a kernel wrote NaN (what the
-    # trap stops at; eager makes it too): that record, whose node the oracle
-    # watches for NaN instead.
-    non_finite: Record | None = None
-    source: str = ""  # where the user's code made the watched node
-
-    @property
-    def outcome(self) -> Outcome:
-        if self.divergence.first is None and self.non_finite is None:
-            return Outcome.NO_DIVERGENCE
-        return Outcome.CAUSE if self.cause is not None else Outcome.NO_DECISION
 
 
 def bisect_divergence(
@@ -559,36 +481,4 @@ def _site(fn) -> str:
     return f"{file}:{line}" if file else ""
 
 
-def format_bisection(b: Bisection) -> str:
-    from .format import format_divergence
-
-    lines = [format_divergence(b.divergence).rstrip("\n")]
-    if b.divergence.first is None and b.non_finite is None:
-        return lines[0] + "\n"
-    if (r := b.non_finite) is not None:
-        lines.append(
-            f"NaN: kernel {r.kernel} (launch {r.launch}) made NaN in {r.arg} = node "
-            f"{r.node}, as eager does on these inputs (not a divergence; what the trap stops at)"
-        )
-        if b.source:
-            lines.append(f"  at {b.source}")
-    lines += [f"  {s}" for s in b.steps]
-    if b.cause is not None:
-        lines.append(f"cause: {b.cause.text}")
-        if b.cause.good:
-            state = "without NaN" if b.non_finite is not None else "within its bar"
-            lines.append(f"  the compile without it (node {b.node} {state}): {b.cause.good}")
-        if b.cause.bad:
-            lines.append(f"  the compile with it: {b.cause.bad}")
-    else:
-        lines.append(
-            f"no compiler decision found: node {b.node} "
-            f"{'makes NaN' if b.non_finite is not None else 'diverges'} with each stage the "
-            "bisector can disable disabled (decompositions, passes, the lowerings of its "
-            "kernel's nodes, configs)"
-        )
-    lines.append(f"bisected in {b.compiles} compiles, {b.seconds:.1f} s")
-    return "\n".join(lines) + "\n"
-
-
-__all__ = ["Bisection", "Cause", "Outcome", "Stage", "bisect_divergence", "format_bisection"]
+__all__ = ["Bisection", "Cause", "Outcome", "Stage", "bisect_divergence"]

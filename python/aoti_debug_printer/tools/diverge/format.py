@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..numerics import Verdict
-from .result import Divergence, Match, RunsCheck
+from .result import Bisection, Divergence, Match, RunsCheck
 
 
 def format_runs_check(check: RunsCheck) -> str:
@@ -137,3 +137,34 @@ def explain(m: Match) -> list[str]:
             + (f"; {v.value.bad} non-finite where the truth is finite" if v.value.bad else "")
         )
     return out
+
+
+def format_bisection(b: Bisection) -> str:
+    """diverge --bisect's lines: the divergence, a line per compile, the cause."""
+    lines = [format_divergence(b.divergence).rstrip("\n")]
+    if b.divergence.first is None and b.non_finite is None:
+        return lines[0] + "\n"
+    if (r := b.non_finite) is not None:
+        lines.append(
+            f"NaN: kernel {r.kernel} (launch {r.launch}) made NaN in {r.arg} = node "
+            f"{r.node}, as eager does on these inputs (not a divergence; what the trap stops at)"
+        )
+        if b.source:
+            lines.append(f"  at {b.source}")
+    lines += [f"  {s}" for s in b.steps]
+    if b.cause is not None:
+        lines.append(f"cause: {b.cause.text}")
+        if b.cause.good:
+            state = "without NaN" if b.non_finite is not None else "within its bar"
+            lines.append(f"  the compile without it (node {b.node} {state}): {b.cause.good}")
+        if b.cause.bad:
+            lines.append(f"  the compile with it: {b.cause.bad}")
+    else:
+        lines.append(
+            f"no compiler decision found: node {b.node} "
+            f"{'makes NaN' if b.non_finite is not None else 'diverges'} with each stage the "
+            "bisector can disable disabled (decompositions, passes, the lowerings of its "
+            "kernel's nodes, configs)"
+        )
+    lines.append(f"bisected in {b.compiles} compiles, {b.seconds:.1f} s")
+    return "\n".join(lines) + "\n"

@@ -1,5 +1,6 @@
 """What diverge found: every value a kernel wrote, judged (a Match) or left
-out with its code (an Unmatched), and the first divergence among them."""
+out with its code (an Unmatched), and the first divergence among them; and
+what --bisect found behind it (a Bisection, its Cause)."""
 
 from __future__ import annotations
 
@@ -173,3 +174,79 @@ class RunsCheck:
         """A kernel that should be deterministic gave other bits."""
         first = self.first
         return first is not None and not first.nondeterministic_by_construction
+
+
+class Stage(str, Enum):
+    """Where in the compiler a cause was found."""
+
+    DECOMPOSITION = "decomposition"
+    JOINT_GRAPH_PASSES = "joint_graph_passes"
+    POST_GRAD_PASSES = "post_grad_passes"
+    CUSTOM_PASS = "custom_pass"
+    LOWERING = "lowering"
+    CONFIG = "config"
+    NOT_THE_COMPILER = "not_the_compiler"
+
+
+class Outcome(int, Enum):
+    """diverge --bisect's exit codes."""
+
+    NO_DIVERGENCE = 0
+    CAUSE = 1
+    NO_DECISION = 3
+
+
+@dataclass(frozen=True, kw_only=True)
+class Cause:
+    stage: Stage
+    decision: str  # the op, the pass, the node, the config, the user's op
+    where: str = ""  # file:line of the decomposition, lowering or pass
+    application: int = -1  # which application of the stage, from 0
+    good: str = ""  # how to compile without it
+    bad: str = ""  # how to compile with it (and without what follows)
+
+    @property
+    def text(self) -> str:
+        at = f", registered at {self.where}" if self.where else ""
+        nth = f" (application {self.application} of the stage)" if self.application >= 0 else ""
+        match self.stage:
+            case Stage.DECOMPOSITION:
+                return f"the decomposition of {self.decision}{at}{nth}"
+            case Stage.JOINT_GRAPH_PASSES | Stage.POST_GRAD_PASSES:
+                kind = "joint-graph" if self.stage is Stage.JOINT_GRAPH_PASSES else "post-grad"
+                defined = f", defined at {self.where}" if self.where else ""
+                nth = f" (application {self.application} of the {kind} passes)"
+                return f"the {kind} pass {self.decision}{nth}{defined}"
+            case Stage.CUSTOM_PASS:
+                return f"the custom pass {self.decision}{at}"
+            case Stage.LOWERING:
+                return (
+                    f"the lowering of node {self.decision}{at}{nth}: falling back to ATen "
+                    f"for node {self.decision} removes the divergence"
+                )
+            case Stage.CONFIG:
+                return f"the config {self.decision}"
+            case Stage.NOT_THE_COMPILER:
+                defined = f" (defined at {self.where})" if self.where else ""
+                return f"not the compiler: {self.decision}{defined}"
+
+
+@dataclass
+class Bisection:
+    divergence: Divergence  # diverge's verdict on the default compile
+    node: str = ""  # the node the oracle watches
+    cause: Cause | None = None
+    compiles: int = 0
+    seconds: float = 0.0
+    steps: list[str] = field(default_factory=list)  # one line per compile
+    # Where no value diverges from eager but a kernel wrote NaN (what the
+    # trap stops at; eager makes it too): that record, whose node the oracle
+    # watches for NaN instead.
+    non_finite: Record | None = None
+    source: str = ""  # where the user's code made the watched node
+
+    @property
+    def outcome(self) -> Outcome:
+        if self.divergence.first is None and self.non_finite is None:
+            return Outcome.NO_DIVERGENCE
+        return Outcome.CAUSE if self.cause is not None else Outcome.NO_DECISION
