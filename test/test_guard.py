@@ -55,6 +55,8 @@ def test_op_that_changes_an_input_it_only_reads_is_named(package, tmp_path, dump
     assert found["kind"] == "read_only_argument_changed"
     assert found["kernel"] == "adp_models::scale_rows_sloppy" and found["role"] == "read"
     assert (found["changed"], found["numel"], found["first_index"]) == (32, 32, 0)
+    # Where the user's code made the value the op changed.
+    assert found["source"][0].endswith("in forward: y = torch.relu(x) + 1"), found
     before = torch.load(found["files"]["before launch"], weights_only=True)
     after = torch.load(found["files"]["after launch"], weights_only=True)
     torch.testing.assert_close(before, y.cpu())
