@@ -10,6 +10,7 @@ compiles; the correct model must be silent (exit 0, no cause)."""
 from __future__ import annotations
 
 import inspect
+import json
 import os
 import re
 import subprocess
@@ -49,8 +50,10 @@ def programs(tmp_path_factory):
     return program
 
 
-def bisect(program: Path, *imports: str) -> subprocess.CompletedProcess:
+def bisect(program: Path, *imports: str, repro: Path | None = None) -> subprocess.CompletedProcess:
     args = [sys.executable, "-m", "aoti_debug_printer._cli", "diverge", str(program), "--bisect"]
+    if repro is not None:
+        args += ["--repro", str(repro)]
     for module in imports:
         args += ["--import", f"testmodels.compiler_bugs.{module}"]
     test_dir = str(Path(__file__).parent)
@@ -87,9 +90,9 @@ PLANTED = {
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("module", sorted(PLANTED))
-def test_bisect_names_the_planted_compiler_decision(module, device, programs):
+def test_bisect_names_the_planted_compiler_decision(module, device, programs, tmp_path):
     said, definition = PLANTED[module]
-    done = bisect(programs(device), module)
+    done = bisect(programs(device), module, repro=tmp_path / "repro")
     assert done.returncode == 1, done.stdout + done.stderr[-3000:]
     assert "Traceback" not in done.stderr
     # The first divergence, with the user's line that made its node.
@@ -106,6 +109,10 @@ def test_bisect_names_the_planted_compiler_decision(module, device, programs):
     # How to compile without it, and the cost.
     assert "  the compile without it (node " in done.stdout
     assert compiles_of(done) <= 15
+    # The repro is of the bad compile, and its line says so, with the cause.
+    finding = json.loads((tmp_path / "repro" / "repro.json").read_text())["finding"]
+    assert "; from the bad compile (the default one), whose cause: " in finding, finding
+    assert cause.removeprefix("cause: ") in finding, finding
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -159,5 +166,5 @@ def test_bisect_takes_no_dump_or_runs(programs):
     done = cli("diverge", programs("cpu"), "--bisect", "--runs", "2")
     assert done.returncode == 2
     assert done.stderr.strip() == (
-        "aoti-debug diverge: --bisect compiles the program itself: no --dump, --repro or --runs"
+        "aoti-debug diverge: --bisect compiles the program itself: no --dump or --runs"
     )

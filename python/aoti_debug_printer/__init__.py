@@ -158,17 +158,18 @@ def first_difference_between_runs(program, inputs=None, runs=2, imports=(), prog
     return _runs(program, inputs, runs=runs, imports=tuple(imports), progress=progress)
 
 
-def bisect_divergence(program, inputs=None, imports=(), progress=False):
+def bisect_divergence(program, inputs=None, imports=(), progress=False, repro=None):
     """Compiles an exported program as first_divergence_from_eager does and,
     where a node diverges, finds the compiler decision that makes it
     diverge: a decomposition, a pass, a lowering or a config, by Inductor's
     CompilerBisector and its hooks, with diverge's verdict on that node as
     the oracle; see `aoti-debug diverge --bisect` and docs/accuracy.md.
-    Returns a Bisection (.divergence, .node, .cause, .outcome, .compiles,
-    .seconds)."""
+    `repro`: a new directory for a one-kernel repro of the first divergence,
+    from the bad (default) compile, its line naming the cause. Returns a
+    Bisection (.divergence, .node, .cause, .outcome, .compiles, .seconds)."""
     from .tools.diverge import bisect_divergence as _bisect
 
-    return _bisect(program, inputs, imports=tuple(imports), progress=progress)
+    return _bisect(program, inputs, imports=tuple(imports), progress=progress, repro=repro)
 
 
 def write_repro(dump, package, directory, kernel=None, launch=None, call=None, imports=()):

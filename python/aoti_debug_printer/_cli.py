@@ -94,9 +94,11 @@ def _diverge(args) -> int:
     if args.bisect:
         from .tools.diverge import bisect_divergence, format_bisection
 
-        if args.dump or args.repro or args.runs is not None:
-            raise ValueError("--bisect compiles the program itself: no --dump, --repro or --runs")
-        b = bisect_divergence(args.program, inputs, tuple(args.imports), progress=not args.quiet)
+        if args.dump or args.runs is not None:
+            raise ValueError("--bisect compiles the program itself: no --dump or --runs")
+        b = bisect_divergence(
+            args.program, inputs, tuple(args.imports), progress=not args.quiet, repro=args.repro
+        )
         sys.stdout.write(format_bisection(b))
         return int(b.outcome)
     if args.runs is not None:

@@ -36,7 +36,7 @@ from .evaluate import ProgramGraph, region_nodes
 from .match import match_dump
 from .program import program_and_inputs
 from .result import Bisection, Cause, Divergence, Outcome, Progress, Stage
-from .run import compile_at_level_1, run_into
+from .run import compile_at_level_1, run_into, with_repro
 
 log = logging.getLogger(__name__)
 
@@ -58,11 +58,13 @@ CUSTOM_PASSES = (
 
 
 def bisect_divergence(
-    program, inputs=None, imports: tuple[str, ...] = (), progress: bool = False
+    program, inputs=None, imports: tuple[str, ...] = (), progress: bool = False, repro=None
 ) -> Bisection:
     """Compiles `program` as first_divergence_from_eager does; where a node
     diverges, finds the compiler decision that makes it diverge (see the
-    module's doc)."""
+    module's doc). `repro`: a new directory for a one-kernel repro of the
+    first divergence, from the default compile (the bad one), whose line
+    says so and names the cause."""
     steps = Progress(progress)
     program, args, kwargs = program_and_inputs(program, inputs, imports)
     start = time.monotonic()
@@ -83,10 +85,23 @@ def bisect_divergence(
             region, _ = region_nodes(ProgramGraph(program), watched.node, held)
             with _bisecting(Path(tmp) / "bisector"):
                 result.cause = _find_cause(oracle, program, region)
+        if repro is not None and first.first is not None:
+            with_repro(first, oracle.first_dump, oracle.first_package, repro, imports, _bad(result))
         result.compiles = oracle.compiles
         result.seconds = time.monotonic() - start
         result.steps = oracle.lines
     return result
+
+
+def _bad(b: Bisection) -> str:
+    """What a repro of the default compile says of it."""
+    if b.cause is None:
+        return "; from the default compile, in which no compiler decision was found behind it"
+    without = f"; without it ({b.cause.good})" if b.cause.good else ""
+    return (
+        f"; from the bad compile (the default one), whose cause: {b.cause.text}{without} "
+        f"node {b.node} is within its bar"
+    )
 
 
 def _nan_in(r: Record) -> bool:
@@ -106,6 +121,9 @@ class _Oracle:
         # Watch the node for NaN, not for its verdict against eager.
         self.non_finite = False
         self.last_dump: Path | None = None
+        # The default compile (the first): its package and dump, for a repro.
+        self.first_package: str | None = None
+        self.first_dump: Path | None = None
         self.compiles = 0
         self.config: dict = {}
         self.what = ""
@@ -120,6 +138,8 @@ class _Oracle:
         with torch._inductor.config.patch(self.config):
             package = compile_at_level_1(self.program, self.tmp / f"{n}.pt2")
         self.last_dump = run_into(package, self.args, self.kwargs, self.tmp / f"dump{n}")
+        if n == 1:
+            self.first_package, self.first_dump = package, self.last_dump
         if self.non_finite:  # the oracle needs no verdict against eager
             return Divergence([])
         return match_dump(self.last_dump, self.program, self.args, self.kwargs)

@@ -133,9 +133,10 @@ def run_into(package, args: tuple, kwargs: dict, dump: Path) -> Path:
     return dump
 
 
-def with_repro(result: Divergence, dump, package, repro, imports) -> Divergence:
+def with_repro(result: Divergence, dump, package, repro, imports, note: str = "") -> Divergence:
     """Writes the repro of the first divergence, where asked and found:
-    its kernel's launch, checked against the truth by the verdict's bar."""
+    its kernel's launch, checked against the truth by the verdict's bar.
+    `note` ends its finding's line (--bisect: which compile this is)."""
     from ..repro import CLOSE, FINITE, IN_BOUNDS, UNCHANGED, Finding, write_repro
 
     first = result.first
@@ -149,7 +150,8 @@ def with_repro(result: Divergence, dump, package, repro, imports) -> Divergence:
         call=r.call,
         what=f"diverge: buffer {r.arg} = node {first.node} differs from eager beyond the bar "
         f"({relative(first.own)} times it)"
-        + (f", at {source}" if (source := result.source_of(first.node)) else ""),
+        + (f", at {source}" if (source := result.source_of(first.node)) else "")
+        + note,
         checks=checks,
         arg=r.arg,
         run_id=r.tensor.run_id,
