@@ -284,15 +284,8 @@ def _bisect_lowerings(oracle: _Oracle, program, region: list[str]) -> Cause | No
     divergence, among those that compute the diverging node from values the
     dump holds (its kernel's nodes)."""
     found = _one_of(oracle, region, "lowerings", "falling back to ATen for")
-    if found is None:
-        return None
-    names = ", ".join(found)
-    return Cause(
-        stage=Stage.LOWERING,
-        decision=names,
-        where=_lowering_site(program, found[0]) if len(found) == 1 else "",
-        good=_compile_within(f"turned_off('lowerings', {found!r})"),
-        bad="the default compile",
+    return _turned_off_cause(
+        Stage.LOWERING, "lowerings", found, lambda n: _lowering_site(program, n)
     )
 
 
@@ -302,14 +295,19 @@ def _bisect_decompositions(oracle: _Oracle, program, region: list[str]) -> Cause
     nodes = {n.name: n for n in program.graph.nodes}
     ops = list(dict.fromkeys(str(nodes[n].target) for n in region if n in nodes))
     found = _one_of(oracle, ops, "decomposition", "without the decomposition of")
+    return _turned_off_cause(Stage.DECOMPOSITION, "decomposition", found, _decomposition_site)
+
+
+def _turned_off_cause(stage: Stage, subsystem: str, found: list[str] | None, site) -> Cause | None:
+    """The cause _one_of found through `subsystem`'s hook: where a single
+    decision, `site` says where it is defined."""
     if found is None:
         return None
-    names = ", ".join(found)
     return Cause(
-        stage=Stage.DECOMPOSITION,
-        decision=names,
-        where=_decomposition_site(found[0]) if len(found) == 1 else "",
-        good=_compile_within(f"turned_off('decomposition', {found!r})"),
+        stage=stage,
+        decision=", ".join(found),
+        where=site(found[0]) if len(found) == 1 else "",
+        good=_compile_within(f"turned_off({subsystem!r}, {found!r})"),
         bad="the default compile",
     )
 
