@@ -2,7 +2,12 @@
 config of transformers (random weights), one sequence of 512 tokens.
 
     python bench/diverge_scale.py [--layers 16] [--hidden 2048] [--seq 512] [--dtype float32]
-                                  [--kv-heads N] [--plant-layer K]
+                                  [--heads N] [--kv-heads N] [--vocab V] [--plant-layer K]
+    python bench/diverge_scale.py --llama3-8b [--plant-layer K]
+
+`--llama3-8b` is Llama-3-8B's shape in bfloat16: 32 layers, hidden 4096,
+MLP 14336, 32 heads of 128, 8 key-value heads, vocabulary 128256 (7.5B
+parameters: the model is transformers' LlamaModel, without the head).
 
 `--plant-layer K` plants one wrong activation: the output of layer K's MLP
 goes through test/testmodels/findings.py's `planted` op, the identity in
@@ -38,19 +43,32 @@ def main() -> int:
     parser.add_argument("--seq", type=int, default=512)
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--heads", type=int, help="attention heads (default hidden/64)")
     parser.add_argument("--kv-heads", type=int, help="grouped-query heads (default hidden/256)")
+    parser.add_argument("--vocab", type=int, default=32000)
+    parser.add_argument("--llama3-8b", action="store_true", help="Llama-3-8B's shape, bfloat16")
     parser.add_argument(
         "--plant-layer", type=int, help="plant a wrong activation after layer K's MLP"
     )
     args = parser.parse_args()
+    if args.llama3_8b:
+        args.layers, args.hidden, args.intermediate = 32, 4096, 14336
+        args.heads, args.kv_heads, args.vocab, args.dtype = 32, 8, 128256, "bfloat16"
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test"))
     from testmodels import findings
     from testmodels.real import llama_1b
 
+    began = time.monotonic()
     torch.manual_seed(0)
     model, inputs = llama_1b(
-        args.layers, args.hidden, args.intermediate, args.seq, kv_heads=args.kv_heads
+        args.layers,
+        args.hidden,
+        args.intermediate,
+        args.seq,
+        kv_heads=args.kv_heads,
+        heads=args.heads,
+        vocab=args.vocab,
     )
     planting = contextlib.nullcontext()
     if args.plant_layer is not None:
@@ -73,6 +91,7 @@ def main() -> int:
         ),
         flush=True,
     )
+    print(f"model built: {time.monotonic() - began:.0f}s", flush=True)
     start = time.monotonic()
     program = torch.export.export(model, inputs)
     print(f"export: {time.monotonic() - start:.0f}s", flush=True)
@@ -104,7 +123,10 @@ def main() -> int:
     text = format_divergence(found).splitlines()
     print("\n".join(text[:12]))
     print("\n".join(line for line in text if line.startswith("  not compared")))
-    print(f"diverge on the dump: {judged - ran:.0f}s; whole: {judged - start:.0f}s")
+    print(
+        f"diverge on the dump: {judged - ran:.0f}s; compile to verdict: {judged - start:.0f}s; "
+        f"process, model building included: {judged - began:.0f}s"
+    )
     print(
         f"verdict: {'first divergence at ' + found.first.node if found.first else 'no divergence'}"
     )

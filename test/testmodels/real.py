@@ -30,24 +30,27 @@ def llama_1b(
     intermediate: int = 5632,
     seq: int = 512,
     kv_heads: int | None = None,
+    heads: int | None = None,
+    vocab: int = 32000,
 ) -> tuple[torch.nn.Module, tuple[torch.Tensor]]:
-    """A Llama-style decoder of transformers (grouped-query SDPA), on the CPU:
-    about 1.1B parameters as configured by default; Llama-3-8B's shape with
-    layers=32, hidden=4096, intermediate=14336, kv_heads=8."""
+    """A Llama-style decoder of transformers (grouped-query SDPA), on the CPU,
+    without its language-model head: about 1.1B parameters as configured by
+    default; Llama-3-8B's shape (7.5B without the head) with layers=32,
+    hidden=4096, intermediate=14336, heads=32, kv_heads=8, vocab=128256."""
     import transformers
 
     config = transformers.LlamaConfig(
         hidden_size=hidden,
         intermediate_size=intermediate,
         num_hidden_layers=layers,
-        num_attention_heads=hidden // 64,
+        num_attention_heads=heads or hidden // 64,
         num_key_value_heads=kv_heads or hidden // 256,
-        vocab_size=32000,
+        vocab_size=vocab,
         max_position_embeddings=seq,
         attn_implementation="sdpa",
         use_cache=False,
     )
-    return LastHiddenState(transformers.LlamaModel(config)), (torch.randint(0, 32000, (1, seq)),)
+    return LastHiddenState(transformers.LlamaModel(config)), (torch.randint(0, vocab, (1, seq)),)
 
 
 def build(name: str, device: str = "cuda"):
