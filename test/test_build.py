@@ -68,6 +68,39 @@ def test_a_toolkit_of_another_cuda_major_is_refused():
     )
 
 
+@needs_nvcc
+@pytest.mark.skipif(not torch.version.cuda, reason="a torch without CUDA builds no CUDA kernel")
+def test_nvcc_compiles_host_code_with_the_cxx_compiler_whatever_cudahostcxx_says(tmp_path):
+    """The GPU image sets CUDAHOSTCXX to another GCC; a plain `pip wheel .`
+    that followed it built a library that crashed (SIGSEGV) on its first
+    record. CMake's configure is run as setup.py runs it."""
+    other_gcc = tmp_path / "other-gcc" / "g++"
+    other_gcc.parent.mkdir()
+    other_gcc.write_text('#!/bin/sh\nexec g++ "$@"\n')
+    other_gcc.chmod(0o755)
+    cxx = shutil.which(os.environ.get("CXX", "c++"))
+    r = subprocess.run(
+        [
+            "cmake",
+            "-S",
+            ROOT,
+            "-B",
+            tmp_path / "build",
+            f"-DPython3_EXECUTABLE={sys.executable}",
+            f"-DCMAKE_CXX_COMPILER={cxx}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "CUDAHOSTCXX": str(other_gcc), "TORCH_CUDA_ARCH_LIST": "9.0"},
+    )
+    said = " ".join((r.stdout + r.stderr).split())
+    assert r.returncode == 0, said[-3000:]
+    assert f"CUDAHOSTCXX={other_gcc} is not the C++ compiler; nvcc compiles host code with" in said
+    assert "CUDA statistics kernel ON (nvcc" in said
+    assert f"host compiler {cxx})" in said
+
+
 def test_an_explicit_cuda_home_is_the_only_candidate(tmp_path, monkeypatch):
     monkeypatch.setenv("CUDA_HOME", str(tmp_path))
     assert torch_facts.find_toolkit("13.0") == (
