@@ -9,6 +9,7 @@ compiles; the correct model must be silent (exit 0, no cause)."""
 
 from __future__ import annotations
 
+import html
 import inspect
 import json
 import os
@@ -50,10 +51,14 @@ def programs(tmp_path_factory):
     return program
 
 
-def bisect(program: Path, *imports: str, repro: Path | None = None) -> subprocess.CompletedProcess:
+def bisect(
+    program: Path, *imports: str, repro: Path | None = None, report: Path | None = None
+) -> subprocess.CompletedProcess:
     args = [sys.executable, "-m", "aoti_debug_printer._cli", "diverge", str(program), "--bisect"]
     if repro is not None:
         args += ["--repro", str(repro)]
+    if report is not None:
+        args += ["--report", str(report)]
     for module in imports:
         args += ["--import", f"testmodels.compiler_bugs.{module}"]
     test_dir = str(Path(__file__).parent)
@@ -92,7 +97,7 @@ PLANTED = {
 @pytest.mark.parametrize("module", sorted(PLANTED))
 def test_bisect_names_the_planted_compiler_decision(module, device, programs, tmp_path):
     said, definition = PLANTED[module]
-    done = bisect(programs(device), module, repro=tmp_path / "repro")
+    done = bisect(programs(device), module, repro=tmp_path / "repro", report=tmp_path / "r.html")
     assert done.returncode == 1, done.stdout + done.stderr[-3000:]
     assert "Traceback" not in done.stderr
     # The first divergence, with the user's line that made its node.
@@ -113,13 +118,20 @@ def test_bisect_names_the_planted_compiler_decision(module, device, programs, tm
     finding = json.loads((tmp_path / "repro" / "repro.json").read_text())["finding"]
     assert "; from the bad compile (the default one), whose cause: " in finding, finding
     assert cause.removeprefix("cause: ") in finding, finding
+    # The report of the bad compile's dump: the cause, and the diverging row.
+    assert done.stdout.rstrip().endswith(f"wrote the report {tmp_path / 'r.html'}")
+    page = (tmp_path / "r.html").read_text()
+    assert f'<p id="cause" class="bad">{html.escape(cause)}</p>' in page
+    marked = re.findall(r'<tr class="[^"]*\bfirst-divergence\b[^"]*">(.*?)</tr>', page)
+    assert len(marked) == 1 and "forward: " in marked[0], marked
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_a_custom_op_that_makes_nan_is_not_the_compilers(device, tmp_path):
     """NaN that eager makes too (the trap's finding, not a divergence), in
-    a custom op's own kernel: no compiler decision removes it, and the
-    cause says so, naming the op and where it is defined."""
+    a custom op's own kernel: no compiler decision can be behind it, so the
+    cause says so after the one compile, naming the op and where it is
+    defined."""
     from testmodels.compiler_bugs import nan_custom_op
 
     nan_custom_op.export(tmp_path / "program.pt2", device)
@@ -132,9 +144,26 @@ def test_a_custom_op_that_makes_nan_is_not_the_compilers(device, tmp_path):
     ), done.stdout
     assert "nan_custom_op.py:" in done.stdout.split("NaN: kernel", 1)[1].splitlines()[1]
     cause = cause_of(done)
-    assert cause.startswith("cause: not the compiler: the custom op adp_bugs::log_gate makes NaN")
+    assert cause.startswith(
+        "cause: not the compiler: the custom op adp_bugs::log_gate makes NaN in node log_gate "
+        "as eager does on these inputs"
+    ), cause
     assert f"(defined at {line_of('nan_custom_op', 'log_gate')})" in cause, cause
-    assert compiles_of(done) <= 15
+    assert compiles_of(done) == 1
+
+
+def test_nan_of_the_models_own_arithmetic_is_not_the_compilers(tmp_path):
+    """The same NaN made by torch.log itself: the cause names the op."""
+    from testmodels.compiler_bugs import nan_custom_op
+
+    nan_custom_op.export(tmp_path / "program.pt2", builtin=True)
+    done = bisect(tmp_path / "program.pt2")
+    assert done.returncode == 1, done.stdout + done.stderr[-3000:]
+    assert cause_of(done).startswith(
+        "cause: not the compiler: aten.log.default makes NaN in node log as eager does on "
+        "these inputs"
+    ), done.stdout
+    assert compiles_of(done) == 1
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -168,3 +197,43 @@ def test_bisect_takes_no_dump_or_runs(programs):
     assert done.stderr.strip() == (
         "aoti-debug diverge: --bisect compiles the program itself: no --dump or --runs"
     )
+
+
+@pytest.mark.parametrize("needed", [{3}, {0}, {8}, {5}, {2, 7}, {0, 1, 2, 3, 4, 5, 6, 7, 8}])
+def test_halving_finds_the_decisions_that_remove_it_in_few_compiles(needed, monkeypatch):
+    """The search of one stage (decompositions, lowerings), on an oracle
+    that is good exactly when every decision in `needed` is turned off:
+    one decision is found alone, in at most 2 + log2(n) compiles; decisions
+    that only together remove it give a set that does, never a wrong one."""
+    import contextlib
+    import math
+
+    from aoti_debug_printer.tools.diverge import bisect as bisecting
+
+    items = [f"op{i}" for i in range(9)]
+    off: list[set] = [set()]
+
+    @contextlib.contextmanager
+    def turned_off(subsystem, names):
+        off.append(set(names))
+        yield
+        off.pop()
+
+    class Oracle:
+        what = ""
+        compiles = 0
+
+        def __call__(self):
+            self.compiles += 1
+            return {items[i] for i in needed} <= off[-1]
+
+    oracle = Oracle()
+    monkeypatch.setattr(bisecting, "turned_off", turned_off)
+    found = bisecting._one_of(oracle, items, "decomposition", "without")
+    assert {items[i] for i in needed} <= set(found)
+    if len(needed) == 1:
+        assert found == [items[next(iter(needed))]]
+        assert oracle.compiles <= 2 + math.ceil(math.log2(len(items)))
+    # And where nothing turned off removes it: None, after one compile.
+    monkeypatch.setattr(Oracle, "__call__", lambda self: False)
+    assert bisecting._one_of(Oracle(), items, "decomposition", "without") is None

@@ -184,10 +184,19 @@ def test_a_divergence_reproduces_and_a_fixed_kernel_passes(tmp_path, device, kin
     x = torch.randn(6, 32)
     program = torch.export.export(model.eval().to(device), (x.to(device),))
     with findings.wrong_lowering(kind):
-        found = aoti_debug_printer.first_divergence_from_eager(program, repro=tmp_path / "repro")
+        found = aoti_debug_printer.first_divergence_from_eager(
+            program, repro=tmp_path / "repro", report=tmp_path / "report.html"
+        )
     assert found.first is not None and found.repro is not None
     assert found.repro.kernel == found.first.record.kernel
     assert "planted" in found.repro.kernel
+    # The report of the dump judged: the verdict as printed, its row marked.
+    page = (tmp_path / "report.html").read_text()
+    verdict = page.split('<pre id="verdict">', 1)[1].split("</pre>", 1)[0]
+    assert f"FIRST DIVERGENCE FROM EAGER: kernel {found.first.record.kernel} " in verdict
+    marked = re.findall(r'<tr class="[^"]*\bfirst-divergence\b[^"]*">(.*?)</tr>', page)
+    assert len(marked) == 1 and f"<td>{found.first.record.kernel}</td>" in marked[0]
+    assert f"<td>{found.first.record.arg}</td>" in marked[0]
     ran = run_alone(tmp_path / "repro", tmp_path / "alone")
     assert ran.returncode == 1, ran.stdout + ran.stderr
     assert re.search(r"FAIL buf\d+: RMSE \S+ \(bar \S+\), largest error", ran.stdout), ran.stdout

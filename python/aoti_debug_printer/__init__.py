@@ -123,7 +123,14 @@ def report(dump, output="aoti-debug-report.html"):
 
 
 def first_divergence_from_eager(
-    program, inputs=None, dump=None, imports=(), progress=False, repro=None, package=None
+    program,
+    inputs=None,
+    dump=None,
+    imports=(),
+    progress=False,
+    repro=None,
+    package=None,
+    report=None,
 ):
     """Compiles an exported program at level 1, runs it, and judges each
     value a kernel wrote against a float64 truth, beside a benchmark in the
@@ -131,8 +138,10 @@ def first_divergence_from_eager(
     docs/accuracy.md. `inputs`: a tuple of positional inputs or an (args,
     kwargs) pair, default the program's example inputs. `repro`: a new
     directory for a one-kernel repro of the first divergence (with `dump`,
-    `package` is the .pt2 its run loaded). Leaves the installation and every
-    option as it found them. Returns a Divergence (.first, .drift, .matches,
+    `package` is the .pt2 its run loaded). `report`: an HTML file for the
+    report of the dump judged, with the verdict and its first divergence
+    marked. Leaves the installation and every option as it found them.
+    Returns a Divergence (.first, .drift, .matches,
     .unmatched, .coverage(), .repro)."""
     from .tools.diverge import first_divergence_from_eager as _diverge
 
@@ -144,6 +153,7 @@ def first_divergence_from_eager(
         progress=progress,
         repro=repro,
         package=package,
+        report=report,
     )
 
 
@@ -158,18 +168,21 @@ def first_difference_between_runs(program, inputs=None, runs=2, imports=(), prog
     return _runs(program, inputs, runs=runs, imports=tuple(imports), progress=progress)
 
 
-def bisect_divergence(program, inputs=None, imports=(), progress=False, repro=None):
+def bisect_divergence(program, inputs=None, imports=(), progress=False, repro=None, report=None):
     """Compiles an exported program as first_divergence_from_eager does and,
     where a node diverges, finds the compiler decision that makes it
     diverge: a decomposition, a pass, a lowering or a config, by Inductor's
     CompilerBisector and its hooks, with diverge's verdict on that node as
     the oracle; see `aoti-debug diverge --bisect` and docs/accuracy.md.
     `repro`: a new directory for a one-kernel repro of the first divergence,
-    from the bad (default) compile, its line naming the cause. Returns a
+    from the bad (default) compile, its line naming the cause. `report`: an
+    HTML file for the report of that compile's dump, with the cause. Returns a
     Bisection (.divergence, .node, .cause, .outcome, .compiles, .seconds)."""
     from .tools.diverge import bisect_divergence as _bisect
 
-    return _bisect(program, inputs, imports=tuple(imports), progress=progress, repro=repro)
+    return _bisect(
+        program, inputs, imports=tuple(imports), progress=progress, repro=repro, report=report
+    )
 
 
 def write_repro(dump, package, directory, kernel=None, launch=None, call=None, imports=()):

@@ -97,13 +97,21 @@ def _diverge(args) -> int:
         if args.dump or args.runs is not None:
             raise ValueError("--bisect compiles the program itself: no --dump or --runs")
         b = bisect_divergence(
-            args.program, inputs, tuple(args.imports), progress=not args.quiet, repro=args.repro
+            args.program,
+            inputs,
+            tuple(args.imports),
+            progress=not args.quiet,
+            repro=args.repro,
+            report=args.report,
         )
         sys.stdout.write(format_bisection(b))
+        _wrote(args.report)
         return int(b.outcome)
     if args.runs is not None:
-        if args.dump or args.repro:
-            raise ValueError("--runs compiles and runs the program itself: no --dump or --repro")
+        if args.dump or args.repro or args.report:
+            raise ValueError(
+                "--runs compiles and runs the program itself: no --dump, --repro or --report"
+            )
         check = first_difference_between_runs(
             args.program, inputs, args.runs, tuple(args.imports), progress=not args.quiet
         )
@@ -119,9 +127,16 @@ def _diverge(args) -> int:
         progress=not args.quiet,
         repro=args.repro,
         package=args.package,
+        report=args.report,
     )
     sys.stdout.write(format_divergence(result))
+    _wrote(args.report)
     return 1 if result.first is not None or result.wrong_input is not None else 0
+
+
+def _wrote(report) -> None:
+    if report is not None:
+        print(f"wrote the report {report}")
 
 
 def _repro(args) -> int:
@@ -236,6 +251,12 @@ def main(argv: list[str] | None = None) -> int:
         "--package",
         metavar="MODEL.pt2",
         help="with --dump and --repro: the package the dump's run loaded",
+    )
+    p.add_argument(
+        "--report",
+        metavar="FILE.html",
+        help="write the HTML report (`aoti-debug report`) of the dump judged, with this "
+        "verdict, its first divergence marked and, with --bisect, its cause",
     )
     p.set_defaults(run=_diverge)
 

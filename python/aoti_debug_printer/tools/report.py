@@ -4,7 +4,8 @@ SVG plot, the first anomaly highlighted, and a sortable table; against
 another run's dump, whether the two differ bit for bit, the first value
 that does highlighted; where the dump holds the ranks of a job, the ranks
 side by side, a column each, the odd one out marked (compare --ranks'
-verdict). The records are embedded as JSON (<script id="records">) so that
+verdict); written by `diverge --report`, diverge's verdict on the dump,
+the first divergence marked, and with --bisect its cause. The records are embedded as JSON (<script id="records">) so that
 the page carries its own data."""
 
 from __future__ import annotations
@@ -12,12 +13,34 @@ from __future__ import annotations
 import html
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..records import Phase
 from .dumps import Record, load_dump
 
 PLOT_W, PLOT_H, PAD = 960, 260, 40
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """A tool's verdict on the dump (diverge, diverge --bisect) for the
+    page: its text as the tool prints it, the line that names the cause,
+    and the snapshot it is about (launch and argument), marked in the table."""
+
+    text: str
+    launch: int | None = None
+    arg: str = ""
+    cause: str = ""
+
+
+def _diagnosis_section(diagnosis: Diagnosis | None) -> str:
+    if diagnosis is None:
+        return ""
+    cause = (
+        f'<p id="cause" class="bad">{html.escape(diagnosis.cause)}</p>\n' if diagnosis.cause else ""
+    )
+    return f'<h2>diverge</h2>\n{cause}<pre id="verdict">{html.escape(diagnosis.text)}</pre>'
 
 
 def _row(i: int, r: Record, sources: dict[str, list[str]]) -> dict:
@@ -225,9 +248,15 @@ rank's own data), not judged.</p>
 </tbody></table>"""
 
 
-def render(source: str | Path, title: str | None = None, against: str | Path | None = None) -> str:
+def render(
+    source: str | Path,
+    title: str | None = None,
+    against: str | Path | None = None,
+    diagnosis: Diagnosis | None = None,
+) -> str:
     """The page. `against`: another run's dump of the same program, to say
-    whether the two differ bit for bit and where first."""
+    whether the two differ bit for bit and where first. `diagnosis`: what a
+    tool found in this dump, shown above the plot, its snapshot marked."""
     dump = load_dump(source)
     records = [r for r in dump.records if r.phase in (Phase.AFTER_LAUNCH, Phase.MODEL_INPUT)]
     sources = dump.sources()
@@ -253,13 +282,21 @@ def render(source: str | Path, title: str | None = None, against: str | Path | N
         )
     body = []
     for row, r in zip(rows, records):
-        cls = (
-            ' class="anomaly"'
-            if anomaly is not None and row["index"] == anomaly["index"]
-            else ' class="different"'
-            if r is different
-            else ""
-        )
+        marks = [
+            mark
+            for mark, on in (
+                ("anomaly", anomaly is not None and row["index"] == anomaly["index"]),
+                ("different", r is different),
+                (
+                    "first-divergence",
+                    diagnosis is not None
+                    and r.phase == Phase.AFTER_LAUNCH
+                    and (row["launch"], row["arg"]) == (diagnosis.launch, diagnosis.arg),
+                ),
+            )
+            if on
+        ]
+        cls = f' class="{" ".join(marks)}"' if marks else ""
         body.append(f"<tr{cls}>" + "".join(_cell(k, row[k]) for k in COLUMNS) + "</tr>")
     data = json.dumps(rows).replace("</", "<\\/")
     rank_css = " ".join(f"#ranks td.{m} {{ background: {c}; }}" for m, c in RANK_COLOURS.items())
@@ -271,7 +308,7 @@ table {{ border-collapse: collapse; }} th, td {{ border: 1px solid #ddd; padding
 th {{ cursor: pointer; background: #f3f3f3; position: sticky; top: 0; }}
 tr.anomaly td {{ background: #fdd; font-weight: bold; }}
 tr.different td {{ background: #ffe9c2; font-weight: bold; }}
-tr.first-divergence td {{ font-weight: bold; }}
+tr.first-divergence td {{ font-weight: bold; }} #table tr.first-divergence td {{ background: #fdd; }}
 {rank_css}
 .bad {{ color: #b00; font-size: 15px; }} .ok {{ color: #070; font-size: 15px; }}
 </style></head><body>
@@ -280,6 +317,7 @@ tr.first-divergence td {{ font-weight: bold; }}
 Click a column to sort.</p>
 {headline}
 {bitwise}
+{_diagnosis_section(diagnosis)}
 {_plot(rows, anomaly)}
 <table id="table"><thead><tr>{"".join(f"<th>{c}</th>" for c in COLUMNS)}</tr></thead>
 <tbody>
@@ -292,7 +330,12 @@ Click a column to sort.</p>
 """
 
 
-def write_report(source: str | Path, out: str | Path, against: str | Path | None = None) -> Path:
+def write_report(
+    source: str | Path,
+    out: str | Path,
+    against: str | Path | None = None,
+    diagnosis: Diagnosis | None = None,
+) -> Path:
     out = Path(out)
-    out.write_text(render(source, against=against))
+    out.write_text(render(source, against=against, diagnosis=diagnosis))
     return out

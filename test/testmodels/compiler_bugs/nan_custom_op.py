@@ -1,6 +1,7 @@
 """Not the compiler's: a custom op whose own kernel makes NaN (the log of
-the negative values it is given), in a model that calls it. Eager makes
-the same NaN; `--bisect` must say that no compiler decision does it."""
+the negative values it is given), in a model that calls it; and the same
+block with torch.log itself. Eager makes the same NaN; `--bisect` must say
+that no compiler decision does it."""
 
 from __future__ import annotations
 
@@ -29,8 +30,15 @@ class LogGatedBlock(torch.nn.Module):
         return x + torch.ops.adp_bugs.log_gate(self.fc(self.norm(x)))
 
 
-def export(path, device: str = "cpu") -> None:
+class LogBlock(LogGatedBlock):
+    """The same, the log by torch's own op: the model's arithmetic."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + torch.log(self.fc(self.norm(x)))
+
+
+def export(path, device: str = "cpu", builtin: bool = False) -> None:
     torch.manual_seed(0)
-    model = LogGatedBlock().eval().to(device)
+    model = (LogBlock if builtin else LogGatedBlock)().eval().to(device)
     ep = torch.export.export(model, (torch.randn(4, 32, device=device),))
     torch.export.save(ep, path)

@@ -18,7 +18,9 @@ the divergence is bisected by the bisector. The config's custom passes,
 which torch's bisector does not count, are disabled by name
 (`disabled_passes`) instead, and the bisector's config changes are tried
 last. What no stage removes, on a node a user's op computes, is not the
-compiler's."""
+compiler's. Nor is NaN that eager makes too (the trap's finding where
+nothing diverges): falling back to ATen would make it again, so no stage
+is tried and the node's op is named after the one compile."""
 
 from __future__ import annotations
 
@@ -33,10 +35,11 @@ from pathlib import Path
 from ...source_lines import node_sources
 from ..dumps import Record, load_dump
 from .evaluate import ProgramGraph, region_nodes
+from .format import format_bisection
 from .match import match_dump
 from .program import program_and_inputs
 from .result import Bisection, Cause, Divergence, Outcome, Progress, Stage
-from .run import compile_at_level_1, run_into, with_repro
+from .run import compile_at_level_1, run_into, with_report, with_repro
 
 log = logging.getLogger(__name__)
 
@@ -58,13 +61,19 @@ CUSTOM_PASSES = (
 
 
 def bisect_divergence(
-    program, inputs=None, imports: tuple[str, ...] = (), progress: bool = False, repro=None
+    program,
+    inputs=None,
+    imports: tuple[str, ...] = (),
+    progress: bool = False,
+    repro=None,
+    report=None,
 ) -> Bisection:
     """Compiles `program` as first_divergence_from_eager does; where a node
     diverges, finds the compiler decision that makes it diverge (see the
     module's doc). `repro`: a new directory for a one-kernel repro of the
     first divergence, from the default compile (the bad one), whose line
-    says so and names the cause."""
+    says so and names the cause. `report`: an HTML file for the report of
+    the default compile's dump, with this verdict and its cause."""
     steps = Progress(progress)
     program, args, kwargs = program_and_inputs(program, inputs, imports)
     start = time.monotonic()
@@ -83,13 +92,20 @@ def bisect_divergence(
             oracle.non_finite = first.first is None
             held = {r.node for r in written if r.node and r is not watched}
             region, _ = region_nodes(ProgramGraph(program), watched.node, held)
-            with _bisecting(Path(tmp) / "bisector"):
-                result.cause = _find_cause(oracle, program, region)
+            if oracle.non_finite:
+                origin = _nan_origin(oracle, region)
+                result.cause = _users_own(oracle, program, eager_too=True, node_name=origin)
+            else:
+                with _bisecting(Path(tmp) / "bisector"):
+                    result.cause = _find_cause(oracle, program, region)
         if repro is not None and first.first is not None:
             with_repro(first, oracle.first_dump, oracle.first_package, repro, imports, _bad(result))
         result.compiles = oracle.compiles
         result.seconds = time.monotonic() - start
         result.steps = oracle.lines
+        if report is not None:
+            cause = f"cause: {result.cause.text}" if result.cause is not None else ""
+            with_report(report, oracle.first_dump, format_bisection(result), first, cause)
     return result
 
 
@@ -327,15 +343,18 @@ def _one_of(oracle: _Oracle, items: list[str], subsystem: str, doing: str):
 
     if not good_without(items):
         return None
-    candidates = items
+    # Turning off `known` is known to remove it. Where the first half does
+    # not, the second is taken untried (one compile fewer a step, for the
+    # one decision a divergence usually has) and tried at the end.
+    known = candidates = items
     while len(candidates) > 1:
         half = len(candidates) // 2
         if good_without(candidates[:half]):
-            candidates = candidates[:half]
-        elif good_without(candidates[half:]):
+            known = candidates = candidates[:half]
+        else:
             candidates = candidates[half:]
-        else:  # only turning off some of both halves removes it
-            break
+    if candidates is not known and not good_without(candidates):
+        return known  # it takes decisions from both halves together
     return candidates
 
 
@@ -405,30 +424,66 @@ def _custom_pass(oracle: _Oracle) -> Cause | None:
     )
 
 
-def _users_own(oracle: _Oracle, program) -> Cause | None:
-    """No compiler stage removes the divergence: where the node is computed
-    by the user's own op (a custom op, a user Triton kernel), it is not the
-    compiler's."""
+def _nan_origin(oracle: _Oracle, region: list[str]) -> str:
+    """Of the nodes that compute the watched one within its kernel, the
+    first whose value eager makes NaN from values without NaN: where the
+    NaN is made, not where it is carried (the watched node, else)."""
     import torch
 
-    node = next((n for n in program.graph.nodes if n.name == oracle.node), None)
+    from .evaluate import eager_values
+
+    values = eager_values(oracle.program, oracle.args, oracle.kwargs)
+    nodes = {n.name: n for n in oracle.program.graph.nodes}
+
+    def nan(v) -> bool:
+        return isinstance(v, torch.Tensor) and v.is_floating_point() and bool(v.isnan().any())
+
+    for name in region:
+        if nan(values.get(name)) and not any(
+            nan(values.get(a.name)) for a in nodes[name].all_input_nodes
+        ):
+            return name
+    return oracle.node
+
+
+def _users_own(
+    oracle: _Oracle, program, eager_too: bool = False, node_name: str = ""
+) -> Cause | None:
+    """Not the compiler's: where no compiler stage removes the divergence
+    and the node is computed by the user's own op (a custom op, a user
+    Triton kernel); or, `eager_too`, where eager makes the same NaN, any
+    node (a builtin op: the model's own arithmetic on these inputs).
+    `node_name`: the node to name, the watched one by default."""
+    import torch
+
+    node_name = node_name or oracle.node
+    node = next((n for n in program.graph.nodes if n.name == node_name), None)
     if node is None or node.op != "call_function":
         return None
+    why = (
+        "as eager does on these inputs, so no compiler decision is behind it"
+        if eager_too
+        else "with every decomposition, pass and lowering the bisector can disable disabled"
+    )
     target = node.target
     if isinstance(target, torch._ops.OpOverload) and not torch._library.utils.is_builtin(target):
         return Cause(
             stage=Stage.NOT_THE_COMPILER,
             decision=f"the custom op {target.name()} {_wrongly(oracle)} node {node.name} "
-            "with every decomposition, pass and lowering the bisector can disable disabled; "
-            "look at its kernel",
+            f"{why}; look at its kernel",
             where=_custom_op_site(target.name()),
         )
     if "triton_kernel_wrapper" in getattr(target, "__name__", str(target)):
         kernel = node.kwargs.get("kernel_idx")
         return Cause(
             stage=Stage.NOT_THE_COMPILER,
-            decision=f"the user Triton kernel {kernel} {_wrongly(oracle)} node {node.name} "
-            "with every compiler decision the bisector can disable disabled",
+            decision=f"the user Triton kernel {kernel} {_wrongly(oracle)} node {node.name} {why}",
+        )
+    if eager_too:
+        return Cause(
+            stage=Stage.NOT_THE_COMPILER,
+            decision=f"{_op_of_repr(str(target))} {_wrongly(oracle)} node {node.name} {why}; "
+            "look at the values it reads",
         )
     return None
 

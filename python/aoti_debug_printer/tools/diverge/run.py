@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ...records import WrongInputRecord
 from ..dumps import load_dump
-from .format import relative
+from .format import format_divergence, relative
 from .match import match_dump
 from .program import ProgramError, inputs_of_the_run, program_and_inputs
 from .result import Divergence, Progress, RunsCheck
@@ -39,6 +39,7 @@ def first_divergence_from_eager(
     progress: bool = False,
     repro=None,
     package=None,
+    report=None,
 ) -> Divergence:
     """Compiles `program` (an ExportedProgram or a torch.export.save file)
     with AOTInductor at level 1, runs it once on `inputs` (a tuple, or an
@@ -48,7 +49,9 @@ def first_divergence_from_eager(
     compiling. `imports`: modules to import first (custom ops,
     decompositions). `progress`: a line on stderr per long phase. `repro`:
     a new directory to write a one-kernel repro of the first divergence to
-    (with `dump`, `package` is the .pt2 its run loaded)."""
+    (with `dump`, `package` is the .pt2 its run loaded). `report`: an HTML
+    file for the report of the dump judged, with this verdict (`aoti-debug
+    report`)."""
     from ...inductor import compiled_inputs
 
     steps = Progress(progress)
@@ -59,6 +62,7 @@ def first_divergence_from_eager(
             return Divergence([], wrong_input=wrong)
         args, kwargs = inputs_of_the_run(dump, args, kwargs, given=inputs is not None)
         result = match_dump(dump, program, args, kwargs, progress=steps)
+        with_report(report, dump, format_divergence(result), result)
         return with_repro(result, dump, package, repro, imports)
     with tempfile.TemporaryDirectory(prefix="aoti-debug-diverge-") as tmp:
         steps.phase("compiling with AOTInductor at level 1")
@@ -74,9 +78,12 @@ def first_divergence_from_eager(
             wrong = _wrong_input_in(load_dump(Path(tmp) / "dump"))
             if wrong is None:
                 raise
-            return Divergence([], wrong_input=wrong, narrowed=narrowed)
+            result = Divergence([], wrong_input=wrong, narrowed=narrowed)
+            with_report(report, Path(tmp) / "dump", format_divergence(result), result)
+            return result
         result = match_dump(Path(tmp) / "dump", program, args, kwargs, progress=steps)
         result.narrowed = narrowed
+        with_report(report, Path(tmp) / "dump", format_divergence(result), result)
         return with_repro(result, Path(tmp) / "dump", package, repro, imports)
 
 
@@ -131,6 +138,20 @@ def run_into(package, args: tuple, kwargs: dict, dump: Path) -> Path:
     with options(dump_dir=dump, level=-1, trap=0, kernels=""):
         torch._inductor.aoti_load_package(package)(*args, **kwargs)
     return dump
+
+
+def with_report(report, dump, text: str, result: Divergence, cause: str = "") -> None:
+    """Writes the HTML report of `dump` with diverge's verdict (`text`, as
+    printed) and `cause`, its first divergence marked, where asked."""
+    from ..report import Diagnosis, write_report
+
+    if report is None:
+        return
+    r = result.first.record if result.first is not None else None
+    diagnosis = Diagnosis(
+        text=text, launch=r.launch if r else None, arg=r.arg if r else "", cause=cause
+    )
+    write_report(dump, report, diagnosis=diagnosis)
 
 
 def with_repro(result: Divergence, dump, package, repro, imports, note: str = "") -> Divergence:
