@@ -58,7 +58,13 @@ CHILD = (
 import torch
 import aoti_debug_printer
 from aoti_debug_printer.inductor import install as _install
+from aoti_debug_printer.inductor.provenance import capture
 from testmodels import small
+
+# How often the line being rendered is found by walking the stack.
+walks = []
+walk = capture._line_from_frames
+capture._line_from_frames = lambda: walks.append(1) or walk()
 
 model, inputs = small.build("custom_op")
 config = {"aot_inductor.debug_intermediate_value_printer": "1"}
@@ -71,6 +77,7 @@ print(json.dumps({
     "hooks": _install.uses_inductor_hooks(),
     "wrapped": sorted(_install._originals),
     "overlaid": sorted(m for m in overlay if m in sys.modules),
+    "frame_walks": len(walks),
 }))
 """
 )
@@ -139,12 +146,15 @@ def test_patched_and_stock_torch_give_the_same_records(trees, tmp_path):
     # The hooks or nothing: a method wrap would stop the child.
     hooked, hooked_dump = run_child(tmp_path, "hooks", trees["patched"], "require")
     assert hooked["hooks"] and hooked["wrapped"] == [], hooked
+    # The wrapper says which line it renders (patches/0006): no stack walk.
+    assert hooked["frame_walks"] == 0, hooked
     assert torch_has_the_hooks() or HOOKS_MODULE in hooked["overlaid"], hooked
     # On the patched torch, the wraps switched on by hand: the same again.
     forced, forced_dump = run_child(tmp_path, "forced", trees["patched"], "0")
     assert not forced["hooks"] and forced["wrapped"], forced
     stock, stock_dump = run_child(tmp_path, "stock", trees["stock"], "1")
     assert not stock["hooks"] and stock["wrapped"], stock
+    assert stock["frame_walks"] > 0, stock
     records = records_of(stock_dump)
     # The custom op's call, from both wrappers, and the kernels around it.
     ops = [r for r in records if r[2] == "adp_models::scale_rows"]

@@ -25,18 +25,21 @@ def test_patch_series_applies_to_installed_torch():
     applied = [line.split()[1] for line in lines]
     series = sorted(p.name for p in (ROOT / "patches").glob("[0-9]*.patch"))
     assert applied == (series[::-1] if torch_has_the_hooks() else series)
-    assert len(applied) == 5
+    assert len(applied) == 6
     assert all(("applied in this tree" in line) == torch_has_the_hooks() for line in lines)
 
 
 def test_check_fails_on_a_tree_it_does_not_fit(tmp_path):
-    # The files the series changes, not those it adds: a stock tree's.
-    changed = {
-        line.split()[1][len("b/") :]
+    # The files the series changes, not those it adds (a later patch may
+    # change one an earlier one adds): a stock tree's.
+    pairs = [
+        (before, line.split()[1][len("b/") :])
         for patch in (ROOT / "patches").glob("[0-9]*.patch")
         for before, line in itertools.pairwise(patch.read_text().splitlines())
-        if line.startswith("+++ b/") and not before.startswith("--- /dev/null")
-    }
+        if line.startswith("+++ b/")
+    ]
+    added = {name for before, name in pairs if before.startswith("--- /dev/null")}
+    changed = {name for _, name in pairs} - added
     for name in changed:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("# not PyTorch's file\n")

@@ -2,7 +2,7 @@
 
 Two ways in, one per kind of torch:
 
-- A torch built with patches/ (0002 to 0004) has Inductor's debug-printer
+- A torch built with patches/ (0002 to 0006) has Inductor's debug-printer
   hooks (torch._inductor.debug_printer_hooks): we set ours, `_Hooks`, and
   wrap nothing.
 - A stock torch has none: Inductor's wrapper builds `self.debug_printer =
@@ -160,6 +160,11 @@ class _Hooks:
         from .op_calls import extern_alloc_records
 
         return extern_alloc_records(wrapper, extern_kernel, args)
+
+    def rendering_line(self, wrapper, line):
+        from .provenance.capture import rendering
+
+        return rendering(line)
 
 
 _HOOKS = _Hooks()

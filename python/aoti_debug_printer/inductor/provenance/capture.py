@@ -10,6 +10,7 @@ rendered (`writes_of_line_being_rendered`).
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 from collections.abc import Callable
@@ -106,10 +107,32 @@ def _line_from_frames():
     return None
 
 
-# Where the line being rendered comes from: the frame walk on stock torch.
-# A torch whose wrapper says which line it renders sets this to its answer
-# (a hook of patches/), and nothing else here changes.
-line_source: Callable[[], object | None] = _line_from_frames
+# The line the wrapper renders now, where it says so: the rendering_line
+# hook of patches/0006 sets it around each WrapperLine's codegen.
+_rendering = threading.local()
+
+
+@contextlib.contextmanager
+def rendering(line):
+    """The wrapper renders `line` within (patches/0006's hook)."""
+    was = getattr(_rendering, "line", None)
+    _rendering.line = line
+    try:
+        yield
+    finally:
+        _rendering.line = was
+
+
+def _line_being_rendered():
+    """The line the wrapper said it renders, else the frame walk (a stock
+    torch, or one patched before 0006)."""
+    line = getattr(_rendering, "line", None)
+    return line if line is not None else _line_from_frames()
+
+
+# Where the line being rendered comes from: the one function the rest of
+# the wing asks.
+line_source: Callable[[], object | None] = _line_being_rendered
 
 
 def writes_of_line_being_rendered() -> Writes | None:
