@@ -199,6 +199,28 @@ def test_bisect_takes_no_dump_or_runs(programs):
     )
 
 
+def test_nan_origin_is_where_eager_makes_it_and_none_where_eager_has_none():
+    """NaN a kernel carries is named where eager makes it (the log, not the
+    add after it); where eager's value of the watched node holds no NaN,
+    the NaN is the compile's, and the stages must be bisected (None)."""
+    from types import SimpleNamespace
+
+    import torch
+    from testmodels.compiler_bugs import nan_custom_op
+
+    from aoti_debug_printer.tools.diverge import bisect as bisecting
+
+    torch.manual_seed(0)
+    x = torch.randn(4, 32)
+    program = torch.export.export(nan_custom_op.LogBlock().eval(), (x,))
+    region = [n.name for n in program.graph.nodes if n.op == "call_function"]
+    assert region[-2:] == ["log", "add"], region
+    oracle = SimpleNamespace(program=program, args=(x,), kwargs={}, node="add")
+    assert bisecting._nan_origin(oracle, region) == "log"
+    oracle.node = region[-3]  # the Linear before the log: no NaN in eager
+    assert bisecting._nan_origin(oracle, region[:-2]) is None
+
+
 @pytest.mark.parametrize("needed", [{3}, {0}, {8}, {5}, {2, 7}, {0, 1, 2, 3, 4, 5, 6, 7, 8}])
 def test_halving_finds_the_decisions_that_remove_it_in_few_compiles(needed, monkeypatch):
     """The search of one stage (decompositions, lowerings), on an oracle

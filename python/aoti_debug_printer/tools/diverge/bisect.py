@@ -92,8 +92,8 @@ def bisect_divergence(
             oracle.non_finite = first.first is None
             held = {r.node for r in written if r.node and r is not watched}
             region, _ = region_nodes(ProgramGraph(program), watched.node, held)
-            if oracle.non_finite:
-                origin = _nan_origin(oracle, region)
+            origin = _nan_origin(oracle, region) if oracle.non_finite else None
+            if origin is not None:
                 result.cause = _users_own(oracle, program, eager_too=True, node_name=origin)
             else:
                 with _bisecting(Path(tmp) / "bisector"):
@@ -424,20 +424,28 @@ def _custom_pass(oracle: _Oracle) -> Cause | None:
     )
 
 
-def _nan_origin(oracle: _Oracle, region: list[str]) -> str:
-    """Of the nodes that compute the watched one within its kernel, the
-    first whose value eager makes NaN from values without NaN: where the
-    NaN is made, not where it is carried (the watched node, else)."""
+def _nan_origin(oracle: _Oracle, region: list[str]) -> str | None:
+    """Where eager makes the watched node's NaN too: of the nodes that
+    compute it within its kernel, the first whose value eager makes NaN from
+    values without NaN (where the NaN is made, not where it is carried; the
+    watched node where none is). None where eager's value of the watched
+    node holds no NaN (a node diverge did not judge): the compile made it,
+    and the stages are bisected."""
     import torch
 
     from .evaluate import eager_values
 
-    values = eager_values(oracle.program, oracle.args, oracle.kwargs)
     nodes = {n.name: n for n in oracle.program.graph.nodes}
+    read = {a.name for name in region for a in nodes[name].all_input_nodes}
+    values = eager_values(
+        oracle.program, oracle.args, oracle.kwargs, keep={oracle.node, *region, *read}
+    )
 
     def nan(v) -> bool:
         return isinstance(v, torch.Tensor) and v.is_floating_point() and bool(v.isnan().any())
 
+    if not nan(values.get(oracle.node)):
+        return None
     for name in region:
         if nan(values.get(name)) and not any(
             nan(values.get(a.name)) for a in nodes[name].all_input_nodes

@@ -226,11 +226,15 @@ def _is_view(n) -> bool:
 
 
 def eager_values(
-    program, args: tuple, kwargs: dict | None = None, float64: bool = False
+    program,
+    args: tuple,
+    kwargs: dict | None = None,
+    float64: bool = False,
+    keep: set[str] | None = None,
 ) -> dict[str, Any]:
-    """Every node's value from running `program` node by node: the truth
-    (float64 on the CPU) with `float64`, else in its own dtypes where its
-    inputs are."""
+    """Every node's value (those in `keep`, where given) from running
+    `program` node by node: the truth (float64 on the CPU) with `float64`,
+    else in its own dtypes where its inputs are."""
     from torch.utils import _pytree as pytree
 
     flat = [
@@ -239,7 +243,7 @@ def eager_values(
         if isinstance(t, torch.Tensor)
     ]
     device = str(flat[0].device) if flat else "cpu"
-    names = {n.name for n in program.graph.nodes}
+    names = {n.name for n in program.graph.nodes} if keep is None else set(keep)
     return Evaluation(program, truth=float64, device=device).run(args, kwargs or {}, names)
 
 
