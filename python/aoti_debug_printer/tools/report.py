@@ -5,8 +5,9 @@ another run's dump, whether the two differ bit for bit, the first value
 that does highlighted; where the dump holds the ranks of a job, the ranks
 side by side, a column each, the odd one out marked (compare --ranks'
 verdict); written by `diverge --report`, diverge's verdict on the dump,
-the first divergence marked, and with --bisect its cause. The records are embedded as JSON (<script id="records">) so that
-the page carries its own data."""
+the first divergence marked, and with --bisect its cause. The records are
+embedded as JSON (<script id="records">) so that the page carries its own
+data."""
 
 from __future__ import annotations
 

@@ -105,7 +105,7 @@ def bisect_divergence(
         result.steps = oracle.lines
         if report is not None:
             cause = f"cause: {result.cause.text}" if result.cause is not None else ""
-            with_report(report, oracle.first_dump, format_bisection(result), first, cause)
+            with_report(report, oracle.first_dump, first, format_bisection(result), cause)
     return result
 
 

@@ -62,7 +62,7 @@ def first_divergence_from_eager(
             return Divergence([], wrong_input=wrong)
         args, kwargs = inputs_of_the_run(dump, args, kwargs, given=inputs is not None)
         result = match_dump(dump, program, args, kwargs, progress=steps)
-        with_report(report, dump, format_divergence(result), result)
+        with_report(report, dump, result)
         return with_repro(result, dump, package, repro, imports)
     with tempfile.TemporaryDirectory(prefix="aoti-debug-diverge-") as tmp:
         steps.phase("compiling with AOTInductor at level 1")
@@ -79,11 +79,11 @@ def first_divergence_from_eager(
             if wrong is None:
                 raise
             result = Divergence([], wrong_input=wrong, narrowed=narrowed)
-            with_report(report, Path(tmp) / "dump", format_divergence(result), result)
+            with_report(report, Path(tmp) / "dump", result)
             return result
         result = match_dump(Path(tmp) / "dump", program, args, kwargs, progress=steps)
         result.narrowed = narrowed
-        with_report(report, Path(tmp) / "dump", format_divergence(result), result)
+        with_report(report, Path(tmp) / "dump", result)
         return with_repro(result, Path(tmp) / "dump", package, repro, imports)
 
 
@@ -140,13 +140,15 @@ def run_into(package, args: tuple, kwargs: dict, dump: Path) -> Path:
     return dump
 
 
-def with_report(report, dump, text: str, result: Divergence, cause: str = "") -> None:
-    """Writes the HTML report of `dump` with diverge's verdict (`text`, as
-    printed) and `cause`, its first divergence marked, where asked."""
+def with_report(report, dump, result: Divergence, text: str = "", cause: str = "") -> None:
+    """Writes the HTML report of `dump` with diverge's verdict (`text` as
+    printed, by default format_divergence's) and `cause`, its first
+    divergence marked, where asked."""
     from ..report import Diagnosis, write_report
 
     if report is None:
         return
+    text = text or format_divergence(result)
     r = result.first.record if result.first is not None else None
     diagnosis = Diagnosis(
         text=text, launch=r.launch if r else None, arg=r.arg if r else "", cause=cause
