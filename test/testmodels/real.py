@@ -33,7 +33,7 @@ def llama_1b(
     heads: int | None = None,
     vocab: int = 32000,
 ) -> tuple[torch.nn.Module, tuple[torch.Tensor]]:
-    """A Llama-style decoder of transformers (grouped-query SDPA), on the CPU,
+    """A Llama-style decoder of transformers (grouped-query SDPA), on the default device,
     without its language-model head: about 1.1B parameters as configured by
     default; Llama-3-8B's shape (7.5B without the head) with layers=32,
     hidden=4096, intermediate=14336, heads=32, kv_heads=8, vocab=128256."""

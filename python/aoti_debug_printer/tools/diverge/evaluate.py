@@ -132,10 +132,15 @@ class Evaluation:
                         evaluation.terms[n.name] = terms
                 else:
                     result = super().run_node(n)
-                    if n.op in ("placeholder", "get_attr"):
+                    # A parameter is adapted where an op reads it (above):
+                    # the unlifted module fetches them all first, and as the
+                    # truth's float64 copies they would all be held at once
+                    # (8 bytes a parameter: 64 GB for an 8B model).
+                    eager = n.op == "placeholder" or n.name in keep or n.name in substitutes
+                    if eager or n.name in evaluation.mutated:
                         result = pytree.tree_map(evaluation.adapt, result)
-                        if n.name in evaluation.mutated and isinstance(result, torch.Tensor):
-                            result = result.clone()
+                    if n.name in evaluation.mutated and isinstance(result, torch.Tensor):
+                        result = result.clone()
                 if n.name in keep and isinstance(result, torch.Tensor):
                     # A copy: a later in-place op (add_, relu_) would change it.
                     values[n.name] = result.detach().clone()
