@@ -6,6 +6,7 @@ and runs, on CPU, and on CUDA where a GPU is present."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.util
 import inspect
@@ -480,6 +481,76 @@ def test_diverge_on_a_dump_judges_the_run_by_its_own_inputs(tmp_path):
     )
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "differ from those the dump's run had" in done.stderr.splitlines()[-1]
+
+
+def test_the_truth_holds_one_parameter_in_float64_at_a_time(monkeypatch):
+    """The truth adapts each parameter to float64 where an op reads it: the
+    unlifted module fetches every parameter before its first op, and copies
+    made there would all be held at once (64 GB for an 8B model)."""
+    import weakref
+
+    from aoti_debug_printer.tools.diverge.evaluate import Evaluation, eager_values
+
+    layers = [torch.nn.Linear(128, 128) for _ in range(8)]
+    model = torch.nn.Sequential(*(m for layer in layers for m in (layer, torch.nn.Tanh())))
+    program = torch.export.export(model.eval(), (torch.randn(4, 128),))
+    live, most = weakref.WeakSet(), [0]
+    adapt = Evaluation.adapt
+
+    def counting(self, x):
+        out = adapt(self, x)
+        if isinstance(out, torch.Tensor) and out.dtype == torch.float64 and out.numel() == 128**2:
+            live.add(out)
+            most[0] = max(most[0], len(live))
+        return out
+
+    monkeypatch.setattr(Evaluation, "adapt", counting)
+    last = [n.name for n in program.graph.nodes if n.op == "call_function"][-1]
+    x = torch.randn(4, 128)
+    truth = eager_values(program, (x,), float64=True, keep={last})[last]
+    assert 1 <= most[0] <= 2, f"{most[0]} float64 copies of a weight held at once"
+    with torch.no_grad():
+        expected = model.double()(x.double())
+    torch.testing.assert_close(truth, expected)
+
+
+@pytest.mark.parametrize("kind", [None, "tanh_gelu"])
+def test_the_kernel_that_adds_a_matmuls_bias_is_judged_from_that_matmul(kind, tmp_path):
+    """On the GPU Inductor makes a linear before a pointwise op an mm and an
+    add that the next kernel fuses (unfuse_bias_add_to_pointwise); done here
+    on the CPU by a post-grad pass. The buffer holds the mm, and says how
+    the linear follows from it: the next kernel's own error then starts at
+    what it read (its region is its own node), not at the matmul, whose
+    TF32 noise would hide a wrong activation (the planted tanh GELU)."""
+    model, inputs, _ = findings.build("post_ln_mlp", 1 if kind else None, kind=kind or "affine")
+    program = torch.export.export(model, inputs)
+    config = {"post_grad_custom_post_pass": findings.UnfusedAddmm()}
+    with findings.wrong_lowering(kind) if kind else contextlib.nullcontext():
+        dump = compile_and_dump(program, inputs, tmp_path / "dump", config)
+    completed = [
+        r for r in load_dump(dump).written_values() if r.formula and "completes" in r.formula
+    ]
+    assert {r.formula["completes"]["node"] for r in completed} == {
+        n.name for n in program.graph.nodes if n.target is torch.ops.aten.linear.default
+    }
+    found = aoti_debug_printer.first_divergence_from_eager(program, dump=dump)
+    after_a_linear = [
+        m
+        for m in found.matches
+        if m.record.node
+        and any(
+            a.target is torch.ops.aten.linear.default
+            for a in next(n for n in program.graph.nodes if n.name == m.node).all_input_nodes
+        )
+    ]
+    assert after_a_linear and all(m.region == 1 for m in after_a_linear), format_divergence(found)
+    if kind is None:
+        assert found.first is None, format_divergence(found)
+    else:
+        assert found.first is not None, format_divergence(found)
+        assert names_the_planted_kernel(found.first.record, planted_nodes(program, kind))
+        # The planted op and the GELU it reads, which its kernel fuses: not the linear.
+        assert found.first.region == 2, format_divergence(found)
 
 
 @pytest.mark.compiles_afresh

@@ -189,6 +189,35 @@ def wrong_lowering(*kinds: str):
             lowering.lowerings.pop(PLANTED_OPS[kind], None)
 
 
+class UnfusedAddmm(torch._inductor.custom_graph_pass.CustomGraphPass):
+    """Inductor's post-grad unfuse_bias_add_to_pointwise, on any device: an
+    addmm whose users are all pointwise becomes mm, then add of the bias
+    (fused into the next kernel). Inductor does it on the GPU only; as a
+    custom post-grad pass, a CPU compile has the GPU's kernels there."""
+
+    def __call__(self, graph) -> None:
+        from torch._inductor.fx_passes.post_grad import is_pointwise_use
+
+        aten = torch.ops.aten
+        for n in list(graph.nodes):
+            if n.target is not aten.addmm.default or n.kwargs or len(n.args) != 3:
+                continue
+            if not all(is_pointwise_use(u) for u in n.users):
+                continue
+            bias, a, b = n.args
+            with graph.inserting_before(n):
+                mm = graph.call_function(aten.mm.default, (a, b))
+                add = graph.call_function(aten.add.Tensor, (mm, bias))
+            for new in (mm, add):
+                # The same provenance as the addmm: both are parts of its linear.
+                new.meta.update(n.meta)
+            n.replace_all_uses_with(add)
+            graph.erase_node(n)
+
+    def uuid(self) -> str:
+        return "aoti-debug-printer-tests-unfused-addmm-1"
+
+
 class _Plantable(torch.nn.Module):
     def __init__(self, plant_at: int | None) -> None:
         super().__init__()

@@ -158,6 +158,57 @@ def formula_of(
     return json.dumps(formula, separators=(",", ":"), allow_nan=False)
 
 
+# A completion longer than this is not written: a completion adds what a
+# kernel adds to the value it reads (a bias, through a view), no more.
+MAX_COMPLETION_STEPS = 4
+
+
+def completion(facts: FormulaFacts, fx_node) -> dict | None:
+    """How the exported node `fx_node` is a part of follows from `fx_node`'s
+    value and parameters alone, as a formula's `completes`, where it does:
+    on the GPU, Inductor's post-grad pass unfuse_bias_add_to_pointwise
+    makes a linear's addmm an mm and an add, and the add goes into the next
+    pointwise kernel. Completed from the mm's saved buffer, that kernel's
+    own error starts at what it read, not at the matmul's (a TF32 matmul's
+    noise would hide a wrong activation). None where it does not."""
+    root = facts.root(fx_node)
+    exits = facts.exits.get(root, []) if root else []
+    if len(exits) != 1 or exits[0] is fx_node or facts.holds(exits[0]).node != root:
+        return None
+    steps: list = []
+    index: dict = {}
+    reads_this = False
+
+    def visit(n):
+        nonlocal reads_this
+        if n is fx_node:
+            reads_this = True
+            return {"this": True}
+        if n in index:
+            return {"step": index[n]}
+        if n.op == "get_attr":
+            return {"param": str(n.target)}
+        if n.op != "call_function" or facts.root(n) != root:
+            raise NoFormula
+        if len(steps) >= MAX_COMPLETION_STEPS:
+            raise NoFormula
+        step = [
+            formula_op(n.target),
+            [_encode(a, visit) for a in n.args],
+            {k: _encode(v, visit) for k, v in n.kwargs.items()},
+        ]
+        index[n] = len(steps)
+        steps.append(step)
+        return {"step": index[n]}
+
+    try:
+        with reading("a completion's nodes"):
+            value = visit(exits[0])
+    except (NoFormula, InternalsMoved):  # InternalsMoved: counted and logged by reading
+        return None
+    return {"node": root, "steps": steps, "value": value} if reads_this else None
+
+
 def variance_sum(facts: FormulaFacts, buffer) -> str:
     """The one buffer Inductor's var_mean lowering makes that no graph node
     holds: the sum of squared deviations, m2 = var * (n - correction),

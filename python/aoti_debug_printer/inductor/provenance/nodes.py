@@ -259,7 +259,12 @@ class GraphFacts:
 
     def _named_or_formula(self, fx_node) -> Value:
         held = self.holds(fx_node)
-        return held if held.node else Value(why=held.why, formula=formula_of(self, fx_node))
+        if held.node:
+            return held
+        return Value(
+            why=held.why,
+            formula=formula_of(self, fx_node, completes=formulas.completion(self, fx_node)),
+        )
 
     def _reaches_exit_by_reshapes(self, fx_node, root: str, exit_node) -> bool:
         node = fx_node
