@@ -517,7 +517,8 @@ std::string format_text(const TensorRecord& r) {
   return out;
 }
 
-std::string format_json(const TensorRecord& r, const std::string& file) {
+std::string format_json(const TensorRecord& r, const std::string& file,
+                        const std::string& unsaved) {
   JsonObject o = json_record("tensor", r.where);
   if (!r.problem.empty()) {
     o.text("problem", r.problem);
@@ -550,6 +551,7 @@ std::string format_json(const TensorRecord& r, const std::string& file) {
     if (!r.values.empty()) o.json("values", json_texts(r.values));
   }
   if (!file.empty()) o.text("file", file);
+  if (!unsaved.empty()) o.text("unsaved", unsaved);
   return o.object();
 }
 

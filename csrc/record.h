@@ -172,7 +172,9 @@ std::string format_record(const TensorRecord& r, bool json);
 std::string format_text(const TensorRecord& r);
 // One JSON object, no newline; `file`, where not empty, is the snapshot that
 // holds the tensor (relative to the dump directory).
-std::string format_json(const TensorRecord& r, const std::string& file = "");
+// `file`: its snapshot's name in the dump; `unsaved`: why it has none.
+std::string format_json(const TensorRecord& r, const std::string& file = "",
+                        const std::string& unsaved = "");
 
 // Scalars and launch events, in both formats.
 std::string format_scalar(const Where& where, const char* type, const std::string& value,

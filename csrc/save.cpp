@@ -472,8 +472,21 @@ std::string save_snapshot(const std::string& dir, const TensorRecord& record,
            ? "-" + phase_tag(w) + "-" + safe_name_part(w.arg)
            : "-launch" + std::string(launch) + "-" + phase_tag(w) + "-" + safe_name_part(w.kernel) +
                  "-" + safe_name_part(w.arg) + "-call" + std::to_string(w.call));
-  const std::string name = publish(
-      dir, capped(stem), [&](int fd, const std::string& path) { write_tensor(fd, path, value); });
+  std::string name;
+  try {
+    name = publish(dir, capped(stem),
+                   [&](int fd, const std::string& path) { write_tensor(fd, path, value); });
+  } catch (const std::exception& e) {
+    // The record stays, saying why it has no file, where the manifest still
+    // takes a line (a snapshot too large for what is left of the disk): a
+    // dump read later counts the value as lost, where it would otherwise
+    // look as if no kernel had written it.
+    try {
+      append_line(in_dir(dir, "manifest.jsonl"), format_json(record, "", e.what()) + "\n");
+    } catch (const std::exception&) {  // the disk has no room for the line either
+    }
+    throw;
+  }
   append_line(in_dir(dir, "manifest.jsonl"), format_json(record, name) + "\n");
   return name;
 }

@@ -553,6 +553,36 @@ def test_the_kernel_that_adds_a_matmuls_bias_is_judged_from_that_matmul(kind, tm
         assert found.first.region == 2, format_divergence(found)
 
 
+def test_a_value_whose_snapshot_could_not_be_saved_is_counted_as_lost(tmp_path):
+    """A dump whose disk filled during the run: the record of a snapshot that
+    could not be saved says so (the shim writes "unsaved" in place of
+    "file"), and diverge counts the value as not compared for that reason,
+    where a dump missing the record would show full coverage of less."""
+    model, inputs, _ = findings.build("post_ln_mlp")
+    program = torch.export.export(model, inputs)
+    dump = compile_and_dump(program, inputs, tmp_path / "dump")
+    whole, judged, _ = aoti_debug_printer.first_divergence_from_eager(program, dump=dump).coverage()
+    manifest = dump / "manifest.jsonl"
+    lines = manifest.read_text().splitlines()
+    lost = next(
+        i
+        for i, line in enumerate(lines)
+        if '"node": "gelu_1"' in line and '"phase": "after_launch"' in line and '"file"' in line
+    )
+    record = json.loads(lines[lost])
+    (dump / record.pop("file")).unlink()
+    record["unsaved"] = "cannot write 'x.pt': No space left on device"
+    lines[lost] = json.dumps(record)
+    manifest.write_text("\n".join(lines) + "\n")
+
+    found = aoti_debug_printer.first_divergence_from_eager(program, dump=dump)
+    written, compared, reasons = found.coverage()
+    assert reasons["save_failed"] == 1 and (written, compared) == (whole, judged - 1)
+    assert found.first is None
+    text = format_divergence(found)
+    assert "could not be saved" in text, text
+
+
 @pytest.mark.compiles_afresh
 def test_diverge_leaves_the_process_as_it_found_it(tmp_path):
     model, inputs, _ = findings.build("reuse_chain")

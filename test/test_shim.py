@@ -448,7 +448,9 @@ import sys, json
 from aoti_debug_printer import load_dump
 d = load_dump(sys.argv[1])
 print(json.dumps({'records': len(d.records), 'skipped': d.skipped,
-                  'loaded': sum(r.load().numel() == 4 << 20 for r in d.records)}))
+                  'unsaved': sum(bool(r.tensor.unsaved) for r in d.records),
+                  'loaded': sum(r.path is not None and r.load().numel() == 4 << 20
+                                for r in d.records)}))
 " "$1/dump"
 """
 
@@ -456,8 +458,9 @@ print(json.dumps({'records': len(d.records), 'skipped': d.skipped,
 @pytest.mark.skipif(shutil.which("unshare") is None, reason="needs util-linux's unshare")
 def test_a_full_disk_keeps_every_whole_record_and_the_next_run_appends_cleanly(tmp_path):
     """Saving into a 1 MiB tmpfs until it is full: one error line, the
-    manifest holds only whole lines, and once space is freed the next run's
-    records are read after them."""
+    manifest holds only whole lines, a snapshot that did not fit keeps its
+    record (with why it has no file), and once space is freed the next
+    run's records are read after them."""
     small = SAVER.replace("(4 << 20,)", "(20000,)")
     mnt = tmp_path / "mnt"
     mnt.mkdir()
@@ -481,7 +484,8 @@ def test_a_full_disk_keeps_every_whole_record_and_the_next_run_appends_cleanly(t
     first = (tmp_path / "first.err").read_text()
     assert "No space left on device" in first and first.count("ERROR") <= 2
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    assert result["skipped"] == [] and result["records"] == result["loaded"] >= 6
+    assert result["skipped"] == [] and result["loaded"] >= 6 and result["unsaved"] >= 1
+    assert result["records"] == result["loaded"] + result["unsaved"]
 
 
 # The kernel filter's documented forms: (spec, kernel, selected).

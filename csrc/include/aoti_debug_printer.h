@@ -37,7 +37,9 @@
 // holds once changed. 4: event "wrong_input" (a model input the package was
 // not compiled for). 5: findings carry "source" (the user's frames that
 // made their node, innermost first), environment records "sources".
-#define AOTI_DEBUG_PRINTER_RECORD_SCHEMA 5
+// 6: a snapshot that could not be saved keeps its record in the manifest,
+// with "unsaved" (why) in place of "file".
+#define AOTI_DEBUG_PRINTER_RECORD_SCHEMA 6
 
 #ifdef __cplusplus
 extern "C" {

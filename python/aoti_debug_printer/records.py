@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 # AOTI_DEBUG_PRINTER_RECORD_SCHEMA, mirrored here so that reading a dump
 # needs neither torch nor the compiled library (test_schema holds the two
 # equal).
-RECORD_SCHEMA = 5
+RECORD_SCHEMA = 6
 
 # Starts the comment before each recorded call of the C++ wrapper: the
 # call's arguments in order, literals included, as JSON. The codegen writes
@@ -220,6 +220,7 @@ class TensorRecord(Where):
     values: list[str] | None = None
     problem: str = ""  # a null handle, an undefined tensor, a dtype without statistics
     file: str | None = None  # the snapshot, in the dump directory (level 1)
+    unsaved: str = ""  # why it has no snapshot: the save failed (a full disk)
 
     @property
     def written(self) -> bool:

@@ -335,6 +335,12 @@ TEST_CASE(
   CHECK(aoti_debug_printer::save_failures() - failures == 1);
   // Neither a partial snapshot nor its temporary file.
   CHECK(s.snapshots().size() == 2);
+  // The record stays, with why it has no file: the value is lost, not unwritten.
+  const std::string manifest = slurp(s.dump / "manifest.jsonl");
+  const std::string last = manifest.substr(manifest.rfind('\n', manifest.size() - 2) + 1);
+  CHECK(last.find("\"arg\": \"cut\"") != std::string::npos);
+  CHECK(last.find("\"unsaved\": \"") != std::string::npos);
+  CHECK(last.find("\"file\"") == std::string::npos);
 }
 
 // LibTorch's unpickler cannot read these (Python's torch.load can: see

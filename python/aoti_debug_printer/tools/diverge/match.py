@@ -55,7 +55,8 @@ def match_dump(
         elif r.node not in nodes:
             result.unmatched.append(Unmatched(r, NotCompared.NO_EAGER_TENSOR.value, r.node))
         elif r.path is None:
-            result.unmatched.append(Unmatched(r, NotCompared.NOT_SAVED.value))
+            lost = NotCompared.SAVE_FAILED if r.tensor.unsaved else NotCompared.NOT_SAVED
+            result.unmatched.append(Unmatched(r, lost.value, r.tensor.unsaved))
         else:
             candidates.append(r)
             if r.node not in compiled:

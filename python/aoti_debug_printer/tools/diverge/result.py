@@ -24,6 +24,7 @@ class NotCompared(str, Enum):
 
     NO_EAGER_TENSOR = "no_eager_tensor"
     NOT_SAVED = "not_saved"
+    SAVE_FAILED = "save_failed"
     SIZE_DIFFERS = "size_differs"
     FORMULA_FAILED = "formula_failed"
 
@@ -35,6 +36,8 @@ class NotCompared(str, Enum):
 _NOT_COMPARED_TEXT = {
     NotCompared.NO_EAGER_TENSOR: "the node has no tensor value in eager",
     NotCompared.NOT_SAVED: "no saved file: its inputs and value were not saved (compile at level 1)",
+    NotCompared.SAVE_FAILED: "its snapshot could not be saved (a full or unwritable dump "
+    "directory): the run's stderr said why",
     NotCompared.SIZE_DIFFERS: "the buffer and the node's (or formula's) value differ in size",
     NotCompared.FORMULA_FAILED: "its formula cannot be evaluated",
 }
