@@ -171,8 +171,8 @@ TensorRecord describe_problem(const Where& where, std::string problem);
 std::string format_record(const TensorRecord& r, bool json);
 std::string format_text(const TensorRecord& r);
 // One JSON object, no newline; `file`, where not empty, is the snapshot that
-// holds the tensor (relative to the dump directory).
-// `file`: its snapshot's name in the dump; `unsaved`: why it has none.
+// holds the tensor (relative to the dump directory); `unsaved`, where not
+// empty, why there is none (its save failed).
 std::string format_json(const TensorRecord& r, const std::string& file = "",
                         const std::string& unsaved = "");
 
