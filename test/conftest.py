@@ -118,8 +118,8 @@ def _no_method_wrap_where_the_hooks_are_required():
     yield
     from aoti_debug_printer.inductor import install as _install
 
-    if _install._hooks_wanted() == "require":
-        assert not _install._originals, f"left wrapped: {sorted(_install._originals)}"
+    if _install.hooks_wanted() == "require":
+        assert not _install.originals, f"left wrapped: {sorted(_install.originals)}"
         if _install.is_installed() and "torch._inductor.codegen.wrapper" in sys.modules:
             assert _install.uses_inductor_hooks(), "left Inductor without our hooks"
 

@@ -75,7 +75,7 @@ with aoti_debug_printer.options(dump_dir=sys.argv[1]), torch._inductor.config.pa
     torch.compile(model)(*inputs)
 print(json.dumps({
     "hooks": _install.uses_inductor_hooks(),
-    "wrapped": sorted(_install._originals),
+    "wrapped": sorted(_install.originals),
     "overlaid": sorted(m for m in overlay if m in sys.modules),
     "frame_walks": len(walks),
 }))

@@ -214,7 +214,7 @@ def test_a_moved_hook_point_is_left_alone_and_says_what_is_lost(caplog, stock_wa
     import logging
     from types import ModuleType
 
-    from aoti_debug_printer.inductor import install as _install
+    from aoti_debug_printer.inductor import wraps
 
     class CppWrapperCpu:  # as a future torch might have it
         def generate_fallback_kernel_with_runtime_lookup_aot(self, op, raw_args, outputs):
@@ -224,7 +224,7 @@ def test_a_moved_hook_point_is_left_alone_and_says_what_is_lost(caplog, stock_wa
     module = ModuleType("torch._inductor.codegen.cpp_wrapper_cpu")
     module.CppWrapperCpu = CppWrapperCpu
     with caplog.at_level(logging.WARNING, logger="aoti_debug_printer"):
-        _install._record_fallback_calls_in(module)
+        wraps.record_fallback_calls_in(module)
     assert CppWrapperCpu.generate_fallback_kernel_with_runtime_lookup_aot is original
     lines = [r.getMessage() for r in caplog.records]
     assert (
@@ -246,6 +246,7 @@ def test_hooks_required_refuse_every_wrap_and_a_torch_without_them(monkeypatch):
     from types import ModuleType
 
     from aoti_debug_printer.inductor import install as _install
+    from aoti_debug_printer.inductor import wraps
 
     monkeypatch.setenv("AOTI_DEBUG_PRINTER_HOOKS", "require")
 
@@ -258,7 +259,7 @@ def test_hooks_required_refuse_every_wrap_and_a_torch_without_them(monkeypatch):
     module = ModuleType("torch._inductor.codegen.cpp_wrapper_cpu")
     module.CppWrapperCpu = CppWrapperCpu
     with pytest.raises(_install.HookPointMissing, match="would need CppWrapperCpu.generate_"):
-        _install._record_fallback_calls_in(module)
+        wraps.record_fallback_calls_in(module)
     assert "_aoti_debug_printer" not in vars(
         CppWrapperCpu.generate_fallback_kernel_with_runtime_lookup_aot
     )

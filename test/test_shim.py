@@ -272,7 +272,7 @@ def test_option_values_are_read_one_way():
     """Switches take the usual spellings in any case (Python's True too),
     surrounding whitespace is dropped for every option, and a NUL is an
     error, never a value cut short (output="x\\0.evil" would write to x)."""
-    from aoti_debug_printer.inductor.install import OFF, ON
+    from aoti_debug_printer.inductor.switches import OFF, ON
 
     with aoti_debug_printer.options():
         for spelling in sorted(ON | OFF):

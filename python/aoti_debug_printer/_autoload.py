@@ -14,9 +14,9 @@ from __future__ import annotations
 import logging
 import os
 
-# A switch's spellings (inductor/install, which loads neither torch nor the
-# shim at import).
-from .inductor.install import OFF, ON
+# A switch's spellings (inductor/switches, which loads neither torch nor the
+# shim).
+from .inductor.switches import OFF, ON
 
 log = logging.getLogger(__name__)
 

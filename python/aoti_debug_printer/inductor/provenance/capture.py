@@ -37,7 +37,7 @@ class Writes:
 
 def note_kernel_nodes(kernel_name: str | None, node_schedule) -> None:
     """Called just before a generated kernel's call line is written: the
-    scheduler nodes it computes (see inductor/install, codegen_comment)."""
+    scheduler nodes it computes (see inductor/wraps, codegen_comment)."""
     nodes = [n for n in node_schedule if hasattr(n, "get_buffer_names")]
     _pending.kernel = (kernel_name, nodes)
 

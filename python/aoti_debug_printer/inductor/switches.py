@@ -1,0 +1,53 @@
+"""What decides whether and how the printer goes into Inductor: the
+switches the user sets (their spellings, AOTI_DEBUG_PRINTER_HOOKS, the
+printer's level in Inductor's config) and the torch it goes into. Loads
+neither torch nor the compiled library."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import re
+import sys
+
+
+class HookPointMissing(RuntimeError):
+    pass
+
+
+def torch_version() -> str:
+    torch = sys.modules.get("torch")
+    return getattr(torch, "__version__", "unknown")
+
+
+def supported_torch() -> str:
+    """The torch requirement in this package's metadata (pyproject.toml's
+    dependencies), the one place that states the supported range."""
+    try:
+        requires = importlib.metadata.requires("aoti-debug-printer") or []
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree
+        return "torch (see pyproject.toml)"
+    return next(
+        (r for r in requires if re.match(r"torch\b(?![-_.])", r)), "torch (see pyproject.toml)"
+    )
+
+
+# A switch's spellings, any case: those of the shim's options (settings.cpp,
+# flag()), which this module must not load (test_install checks they agree).
+ON = frozenset({"1", "on", "true", "yes"})
+OFF = frozenset({"0", "off", "false", "no"})
+
+
+def printing_requested() -> bool:
+    from torch._inductor import config
+
+    return str(config.aot_inductor.debug_intermediate_value_printer) != "0"
+
+
+def hooks_wanted() -> str:
+    """AOTI_DEBUG_PRINTER_HOOKS: "use" Inductor's hooks where this torch has
+    them (the default), "off" (0): wrap its methods as on a stock torch, so
+    that both ways in can be compared on one torch, or "require": the hooks
+    or nothing, every method wrap refused (a patched torch's own tests)."""
+    value = os.environ.get("AOTI_DEBUG_PRINTER_HOOKS", "").strip().lower()
+    return "off" if value in OFF else "require" if value == "require" else "use"

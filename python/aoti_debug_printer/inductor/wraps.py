@@ -1,0 +1,326 @@
+"""The stock torch's way in: Inductor's methods wrapped at the places where
+a torch built with patches/ calls its debug-printer hooks (install.py sets
+those instead). Each wrap is made once, its original kept for uninstall,
+and a method that has moved is left alone with one warning line saying
+what users lose."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from types import ModuleType
+
+from .cache_tag import this_installation_tag
+from .switches import HookPointMissing, hooks_wanted, torch_version
+
+log = logging.getLogger(__name__)
+
+# "module.Class.method" -> the method before it was wrapped.
+originals: dict[str, object] = {}
+
+
+def wrap_method(
+    module: ModuleType,
+    class_name: str,
+    attr: str,
+    make,
+    lost: str,
+    params: tuple[str, ...] = (),
+    inherited: bool = False,
+    optional: bool = False,
+) -> None:
+    """Replaces `class_name.attr` in `module` with make(original), once, and
+    remembers the original for uninstall(). `params`: the parameters after
+    self that the replacement relies on, by name and in order. Where this
+    torch has no such method (unless `optional`: only some torch releases
+    have it), or its parameters moved, it is left alone and one warning says
+    what users lose (`lost`)."""
+    if hooks_wanted() == "require":
+        raise HookPointMissing(
+            f"aoti-debug-printer: AOTI_DEBUG_PRINTER_HOOKS=require, but torch "
+            f"{torch_version()} would need {class_name}.{attr} wrapped ({lost})"
+        )
+    cls = getattr(module, class_name, None)
+    if cls is None:
+        original = None
+    else:
+        original = getattr(cls, attr, None) if inherited else cls.__dict__.get(attr)
+    if original is None:
+        if not optional:
+            log.warning(
+                "aoti-debug-printer: torch %s has no %s.%s; %s",
+                torch_version(),
+                class_name,
+                attr,
+                lost,
+            )
+        return
+    if getattr(original, "_aoti_debug_printer", False):
+        return
+    found = _leading_parameters(original, len(params))
+    if params and found != list(params):
+        log.warning(
+            "aoti-debug-printer: torch %s changed %s.%s (expected (%s), found (%s)); %s",
+            torch_version(),
+            class_name,
+            attr,
+            ", ".join(params),
+            ", ".join(found or ["?"]),
+            lost,
+        )
+        return
+    replacement = make(original)
+    replacement._aoti_debug_printer = True
+    originals[f"{module.__name__}.{class_name}.{attr}"] = original
+    setattr(cls, attr, replacement)
+
+
+def _leading_parameters(function, count: int) -> list[str]:
+    """The names of `function`'s first `count` parameters after self."""
+    try:
+        names = list(inspect.signature(function).parameters)
+    except (TypeError, ValueError):  # a builtin: no signature to read
+        return []
+    return names[1 : 1 + count]
+
+
+def note_lines_in(module: ModuleType) -> None:
+    """Kernel call lines are rendered after scheduling, when the scheduler
+    no longer says which nodes they belong to: note that as each line is
+    written (see _provenance.note_line)."""
+
+    def make(original):
+        def writeline(self, line):
+            from .provenance import note_line
+
+            note_line(line)
+            return original(self, line)
+
+        return writeline
+
+    wrap_method(
+        module,
+        "PythonWrapperCodegen",
+        "writeline",
+        make,
+        "kernels get no provenance (diverge and compare find no node to match)",
+        params=("line",),
+    )
+
+
+def note_kernel_nodes_in(module: ModuleType, class_name: str) -> None:
+    """Every backend writes codegen_comment(node_schedule, kernel_name) just
+    before it writes the kernel's call: wrap it, where the class defines
+    it, to tell the printer which scheduler nodes that kernel computes.
+    Without it the printer claims no provenance for those kernels."""
+
+    def make(original):
+        def codegen_comment(self, node_schedule, kernel_name=None, *args, **kwargs):
+            from .provenance import note_kernel_nodes
+
+            note_kernel_nodes(kernel_name, node_schedule)
+            return original(self, node_schedule, kernel_name, *args, **kwargs)
+
+        return codegen_comment
+
+    # Backends that inherit it are covered by the base class's.
+    wrap_method(
+        module,
+        class_name,
+        "codegen_comment",
+        make,
+        "kernels get no provenance (diverge and compare find no node to match)",
+        params=("node_schedule", "kernel_name"),
+        optional=class_name != "BaseScheduling",
+    )
+
+
+def record_fallback_calls_in(module: ModuleType) -> None:
+    """The C++ wrapper calls ops that no C shim covers (custom ops among
+    them) in lines the printer is never asked about: AOTInductor through its
+    proxy executor, the JIT cpp_wrapper through the dispatcher or Python.
+    Give those calls records like every other kernel's."""
+
+    def make_aot(original):
+        def generate_fallback_kernel_with_runtime_lookup_aot(
+            self, op_overload, raw_args, output_args, *args, **kwargs
+        ):
+            from .op_calls import fallback_call_records
+
+            with fallback_call_records(self, op_overload, raw_args, output_args):
+                return original(self, op_overload, raw_args, output_args, *args, **kwargs)
+
+        return generate_fallback_kernel_with_runtime_lookup_aot
+
+    # The JIT cpp_wrapper's call is written by one of several methods (the
+    # dispatcher, boxed, or through Python; which exist depends on the
+    # torch), each given the call's output names but not its IR arguments:
+    # the method that picks one keeps those for it.
+    def make_lookup(original):
+        def generate_fallback_kernel_with_runtime_lookup(
+            self, buf_name, python_kernel_name, get_args, op_overload, raw_args, *args, **kwargs
+        ):
+            self._aoti_debug_printer_call = (op_overload, raw_args)
+            try:
+                return original(
+                    self,
+                    buf_name,
+                    python_kernel_name,
+                    get_args,
+                    op_overload,
+                    raw_args,
+                    *args,
+                    **kwargs,
+                )
+            finally:
+                self._aoti_debug_printer_call = None
+
+        return generate_fallback_kernel_with_runtime_lookup
+
+    def make_jit(output_args_at: int):
+        def make(original):
+            def write_call(self, *args, **kwargs):
+                from .op_calls import fallback_call_records
+
+                call = getattr(self, "_aoti_debug_printer_call", None)
+                if call is None:
+                    return original(self, *args, **kwargs)
+                output_args = (
+                    kwargs["output_args"] if "output_args" in kwargs else args[output_args_at]
+                )
+                with fallback_call_records(self, *call, output_args):
+                    return original(self, *args, **kwargs)
+
+            return write_call
+
+        return make
+
+    wrap_method(
+        module,
+        "CppWrapperCpu",
+        "generate_fallback_kernel_with_runtime_lookup_aot",
+        make_aot,
+        "ops called through the proxy executor get no records",
+        params=("op_overload", "raw_args", "output_args"),
+    )
+    lost = "ops the JIT cpp_wrapper calls without a C shim get no records"
+    wrap_method(
+        module,
+        "CppWrapperCpu",
+        "generate_fallback_kernel_with_runtime_lookup",
+        make_lookup,
+        lost,
+        params=("buf_name", "python_kernel_name", "get_args", "op_overload", "raw_args"),
+    )
+    wrap_method(
+        module,
+        "CppWrapperCpu",
+        "generate_fallback_kernel_with_runtime_lookup_nopython",
+        make_jit(2),
+        lost,
+        params=("get_args", "op_overload", "output_args"),
+    )
+    # torch 2.13 and later
+    wrap_method(
+        module,
+        "CppWrapperCpu",
+        "generate_fallback_kernel_with_runtime_lookup_boxed",
+        make_jit(2),
+        lost,
+        params=("op_overload", "raw_args", "output_args"),
+        optional=True,
+    )
+    wrap_method(
+        module,
+        "CppWrapperCpu",
+        "generate_fallback_kernel_with_runtime_lookup_python",
+        make_jit(4),
+        lost,
+        params=("buf_name", "python_kernel_name", "op_overload", "raw_args", "output_args"),
+    )
+
+
+def record_python_fallback_calls_in(module: ModuleType) -> None:
+    """The Python (JIT) wrapper writes calls of ops without a generated
+    kernel, `bufN = op(...)` (custom ops and ATen fallbacks), without
+    consulting the printer. The C++ wrapper overrides this method, so only
+    the Python wrapper's calls are wrapped."""
+
+    def make(original):
+        def _generate_extern_kernel_alloc_helper(self, extern_kernel, args, *rest, **kwargs):
+            from .op_calls import extern_alloc_records
+
+            with extern_alloc_records(self, extern_kernel, args):
+                return original(self, extern_kernel, args, *rest, **kwargs)
+
+        return _generate_extern_kernel_alloc_helper
+
+    wrap_method(
+        module,
+        "PythonWrapperCodegen",
+        "_generate_extern_kernel_alloc_helper",
+        make,
+        "calls of custom ops and ATen fallbacks in the JIT Python wrapper get no records",
+        params=("extern_kernel", "args"),
+    )
+
+
+def wrap_python_cpu_kernel_calls(module: ModuleType) -> None:
+    """Upstream's Python wrapper writes C++ kernel calls (CPU, JIT) without
+    consulting the printer; wrap that one branch so JIT on CPU has records."""
+
+    def make(original):
+        def generate_kernel_call_helper(self, kernel_name, call_args, *args, **kwargs):
+            from torch._inductor.virtualized import V
+
+            device = kwargs.get("device") or V.graph.get_current_device_or_throw()
+            if kwargs.get("triton", True) or device.type != "cpu" or V.graph.cpp_wrapper:
+                return original(self, kernel_name, call_args, *args, **kwargs)
+            printer = self.debug_printer
+            printer.set_printer_args(list(call_args), kernel_name, None, None, "cpp")
+            with printer:
+                return original(self, kernel_name, call_args, *args, **kwargs)
+
+        return generate_kernel_call_helper
+
+    wrap_method(
+        module,
+        "PythonWrapperCodegen",
+        "_generate_kernel_call_helper",
+        make,
+        "C++ kernels in the JIT Python wrapper get no records",
+        params=("kernel_name", "call_args", "device", "triton"),
+        inherited=True,
+    )
+
+
+def consults_printer_for_cpu_kernels(module: ModuleType) -> bool:
+    """Whether the JIT Python wrapper's C++ kernel calls go through the
+    debug printer already: patches/0005 says so in a class attribute."""
+    wrapper = getattr(module, "PythonWrapperCodegen", None)
+    return getattr(wrapper, "debug_printer_records_cpp_kernels", False) is True
+
+
+def tag_cache_keys_in(module: ModuleType, active) -> None:
+    """Adds the tag to the key of a compile whose code this package writes
+    (levels 1 to 3), and only there: at level 0 the code is stock
+    PyTorch's, and so is its cache entry, shared with a torch without this
+    package. `active()`: whether that is so now (installed, a level asked)."""
+
+    def make(original):
+        def __init__(self, *args, **kwargs):
+            original(self, *args, **kwargs)
+            if active():
+                tags = [t for t in str(getattr(self, "cache_key_tag", "")).split("+") if t]
+                self.cache_key_tag = "+".join(tags + [this_installation_tag()])
+
+        return __init__
+
+    wrap_method(
+        module,
+        "FxGraphHashDetails",
+        "__init__",
+        make,
+        "a compile at levels 1 to 3 may be served code cached by another version of "
+        "aoti-debug-printer (or by stock PyTorch): clear Inductor's cache after an upgrade",
+    )
