@@ -1,7 +1,8 @@
 """What decides whether and how the printer goes into Inductor: the
 switches the user sets (their spellings, AOTI_DEBUG_PRINTER_HOOKS, the
-printer's level in Inductor's config) and the torch it goes into. Loads
-neither torch nor the compiled library."""
+printer's level in Inductor's config) and the torch it goes into. Its
+import loads neither torch nor the compiled library (_autoload's, at
+`import torch`)."""
 
 from __future__ import annotations
 
