@@ -133,11 +133,7 @@ def formula_of(
         n_args = list(n.args)
         for i, a in (args or {}).items() if n is fx_node else ():
             n_args[i] = a
-        step = [
-            formula_op(n.target),
-            [_encode(a, visit) for a in n_args],
-            {k: _encode(v, visit) for k, v in n.kwargs.items()},
-        ]
+        step = _step(n, n_args, visit)
         index[n] = len(steps)
         steps.append(step)
         return {"step": index[n]}
@@ -192,11 +188,7 @@ def completion(facts: FormulaFacts, fx_node) -> dict | None:
             raise NoFormula
         if len(steps) >= MAX_COMPLETION_STEPS:
             raise NoFormula
-        step = [
-            formula_op(n.target),
-            [_encode(a, visit) for a in n.args],
-            {k: _encode(v, visit) for k, v in n.kwargs.items()},
-        ]
+        step = _step(n, n.args, visit)
         index[n] = len(steps)
         steps.append(step)
         return {"step": index[n]}
@@ -448,6 +440,16 @@ def static_shape(fx_node) -> list[int]:
     if not all(isinstance(d, int) for d in shape):
         raise NoFormula
     return shape
+
+
+def _step(n, args, visit) -> list:
+    """A formula's step for the FX node `n` called on `args` (its own, or
+    some replaced): [op, args, kwargs], nodes among them through `visit`."""
+    return [
+        formula_op(n.target),
+        [_encode(a, visit) for a in args],
+        {k: _encode(v, visit) for k, v in n.kwargs.items()},
+    ]
 
 
 def _encode(value, visit):
