@@ -59,6 +59,20 @@ std::string wait_for(const Landing& l);
 // The results; the statistics say "not computed" when they never landed.
 Snapshot take(const Landing& l, const std::string& error);
 
+// CUDA graphs. Whether the current stream of the current device is being
+// captured (never true where this process has no CUDA context: the check
+// creates none).
+bool capturing();
+// Between these two, this thread's snapshot_later goes to rings of the
+// capture's own: slots never reused, kept by the Landings of the captured
+// run, which the graph's host call reads at each of its replays.
+void begin_capture();
+void end_capture();
+// Captures into the graph being captured on the current stream a call of
+// `fn(arg)` on a CUDA thread, after the work captured before it, at each
+// replay. `fn` must make no CUDA call.
+void capture_host_call(void (*fn)(void*), void* arg);
+
 // Waits for the current stream of the current device and returns CUDA's
 // error state as "cudaErrorName: description", or "" when all is well or no
 // CUDA context exists in this process (a check never creates one).

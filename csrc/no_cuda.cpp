@@ -51,6 +51,16 @@ Snapshot take(const Landing&, const std::string&) {
   TORCH_CHECK(false, "aoti-debug-printer was built without CUDA");
 }
 
+bool capturing() { return false; }
+
+void begin_capture() {}
+
+void end_capture() {}
+
+void capture_host_call(void (*)(void*), void*) {
+  TORCH_CHECK(false, "aoti-debug-printer was built without CUDA");
+}
+
 std::string check_current_stream() { return ""; }
 
 int bind_context() { return -1; }

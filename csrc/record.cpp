@@ -100,11 +100,12 @@ std::string where_text(const Where& w, const std::string& detail = "", const cha
   if (!w.kernel.empty()) head += " " + escaped(w.kernel, Escape::Text);
   if (!w.arg.empty()) head += " " + escaped(w.arg, Escape::Text);
   head += detail;
+  const std::string replay = w.replay >= 0 ? ", replay " + std::to_string(w.replay) : "";
   if (w.launch >= 0) {
     head += " (run " + std::to_string(w.run) + ", launch " + std::to_string(w.launch) + ", call " +
-            std::to_string(w.call) + ")";
+            std::to_string(w.call) + replay + ")";
   } else if (w.run >= 0) {
-    head += " (run " + std::to_string(w.run) + ")";
+    head += " (run " + std::to_string(w.run) + replay + ")";
   }
   return head;
 }
@@ -237,6 +238,7 @@ JsonObject json_record(const char* event, const Where& w) {
       .text("role", role_name(w.role))
       .text("why", w.why);
   if (!w.formula.empty()) o.text("formula", w.formula);
+  if (w.replay >= 0) o.integer("replay", w.replay);
   return o.integer("pid", static_cast<int64_t>(getpid()))
       .text("process", process_token())
       .integer("schema", AOTI_DEBUG_PRINTER_RECORD_SCHEMA);
@@ -319,6 +321,14 @@ class FormattedLater final : public LateRecord {
 };
 
 }  // namespace
+
+TensorRecord replayed(const TensorRecord& r, const device::Landing& landing, int64_t replay) {
+  TensorRecord out = r;
+  out.where.replay = replay;
+  device::Snapshot snap = device::take(landing, "");
+  set_contents(out, {std::move(snap.stats), std::move(snap.values)});
+  return out;
+}
 
 std::unique_ptr<LateRecord> formatted_later(TensorRecord r, bool json) {
   return std::make_unique<FormattedLater>(std::move(r), json);

@@ -56,6 +56,9 @@ struct Where {
   std::string formula;  // how that value is computed from the program's values (JSON), if known
   Role role = Role::Unknown;
   std::string inductor_config;  // digest of the config the program was compiled with
+  // The replay of a captured CUDA graph that wrote it, from 0 (graphs.h);
+  // -1 outside graphs.
+  int64_t replay = -1;
 };
 
 // What a tensor is, as torch's codes: a record of a queued tensor is made
@@ -158,6 +161,10 @@ class ReadsWhileUnchanged {
 bool can_record_later(const at::Tensor& t, int64_t max_values);
 std::unique_ptr<LateRecord> record_later(Where&& where, const at::Tensor& t, int64_t max_values,
                                          bool json, bool batched, ReadsWhileUnchanged& reads);
+// A record taken while its run was captured into a CUDA graph, as one
+// replay of the graph wrote it: its contents from `landing`, which the
+// replay's kernels have filled.
+TensorRecord replayed(const TensorRecord& r, const device::Landing& landing, int64_t replay);
 // A record whose contents are known, formatted where it is written (by the
 // writer thread, in its turn among the thread's records that wait).
 std::unique_ptr<LateRecord> formatted_later(TensorRecord r, bool json);

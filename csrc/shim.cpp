@@ -3,6 +3,7 @@
 #include "aoti_debug_printer.h"
 
 #include "device.h"
+#include "graphs.h"
 #include "guard.h"
 #include "inputs.h"
 #include "job.h"
@@ -103,6 +104,9 @@ void begin_run(bool with_end) {
   state.reads.end();
   state.symbols.clear();
   guard::begin_run();
+  // Only the AOTI wrapper's runs end, and only a run's end can capture the
+  // host call that writes a captured run's records at each replay.
+  if (with_end && runtime_level() != Level::Off) graphs::begin(settings_now());
 }
 
 void compiled_with(const std::string& inductor_config) { state.inductor_config = inductor_config; }
@@ -111,6 +115,12 @@ void end_run() {
   state.run_has_end = false;
   state.records_end_follows = false;
   state.reads.end();
+  if (graphs::capturing()) {
+    // Nothing waits to be written: the replays write the records.
+    release_held_records();
+    graphs::end();
+    return;
+  }
   flush_records();
 }
 
@@ -165,17 +175,31 @@ std::string launch_and_check(Level compiled, Phase phase, const std::string& ker
     state.syncing = state.watching = state.selected = state.guarding = false;
     return "";
   }
+  const bool captured = graphs::capturing();
+  // A replay of a captured graph whose kernel made NaN/Inf could not stop:
+  // the first run of this thread outside a graph does.
+  if (phase == Phase::BeforeLaunch && state.launch == 0 && !captured) {
+    if (std::string stopped = graphs::take_stop(); !stopped.empty()) {
+      const std::string message =
+          "stopped for an earlier replay of a captured CUDA graph: " + stopped;
+      report_stop(settings.output, message);
+      return message;
+    }
+  }
   const bool json = settings.format == Format::Jsonl;
   const bool names_level = level == Level::KernelNames;
   if (phase == Phase::BeforeLaunch) {
     // Selected at compile time (by the compile-time filter) and now.
     state.selected = !(flags & AOTI_DEBUG_PRINTER_UNSELECTED) && settings.kernel_selected(kernel);
-    state.syncing = settings.sync == Sync::On || (settings.sync == Sync::Auto && names_level);
-    state.watching = state.syncing || settings.trap;
+    // Inside a captured graph nothing waits for the GPU, and the trap is
+    // judged at each replay (graphs.h).
+    state.syncing =
+        !captured && (settings.sync == Sync::On || (settings.sync == Sync::Auto && names_level));
+    state.watching = state.syncing || (settings.trap && !captured);
     // Where this run can stop, a job's other ranks can: watch for theirs.
     if (state.launch == 0 && (state.watching || settings.guard > 0)) job::watch(settings);
     // The guard needs both records of every argument: levels 1 and 2.
-    state.guarding = settings.guard > 0 && !names_level;
+    state.guarding = settings.guard > 0 && !names_level && !captured;
     if (state.guarding) {
       guard::before_launch(settings, where_now(phase, kernel, ""),
                            state.selected && !(flags & AOTI_DEBUG_PRINTER_WRITES_UNSEEN));
@@ -218,7 +242,11 @@ std::string launch_and_check(Level compiled, Phase phase, const std::string& ker
   const bool announce = runtime == Level::AsCompiled ? (flags & AOTI_DEBUG_PRINTER_ANNOUNCE) != 0
                                                      : level == Level::KernelNames;
   if (announce && state.selected) {
-    emit(settings.output, format_launch(where_now(phase, kernel, ""), json));
+    if (captured) {
+      graphs::add_launch(where_now(phase, kernel, ""));
+    } else {
+      emit(settings.output, format_launch(where_now(phase, kernel, ""), json));
+    }
   }
   return "";
 }
@@ -329,6 +357,28 @@ TensorStats write_record(Action action, const Settings& settings, Where& where, 
   return r.stats;
 }
 
+// A record of a run being captured into a CUDA graph: its statistics
+// kernel captured, its text made at each replay (graphs.h). Level 1's
+// snapshot would need a copy to the host: printed instead.
+void record_captured(const Settings& settings, Where&& where, const at::Tensor& t,
+                     bool unwritten_output) {
+  Contents none;
+  if (unwritten_output) {
+    none.stats.unsupported = "output, not yet written: no statistics";
+  } else if (can_record_later(t, settings.max_values)) {
+    if (std::shared_ptr<device::Landing> landing =
+            state.reads.landing(t, settings.max_values, state.records_end_follows)) {
+      graphs::add(describe(std::move(where), t, Contents{}), std::move(landing));
+      return;
+    }
+  }
+  if (!unwritten_output) {
+    none.stats.unsupported =
+        "statistics not computed: inside a captured CUDA graph only a CUDA tensor's are";
+  }
+  graphs::add(describe(std::move(where), t, none), nullptr);
+}
+
 Stop trap_stop(const std::string& message) {
   return message.empty() ? Stop{} : Stop{AOTI_DEBUG_PRINTER_STOPPED_BY_TRAP, message};
 }
@@ -354,8 +404,9 @@ Stop record_and_check(Level compiled, Phase phase, Role given_role, const at::Te
   const bool defined = t != nullptr && t->defined();
   const bool read_only = role == Role::Read;
   const bool unwritten_output = phase == Phase::BeforeLaunch && role == Role::Write;
+  const bool captured = graphs::capturing();
   const bool guarding =
-      defined && settings.guard > 0 && (phase == Phase::ModelInput || state.guarding);
+      defined && settings.guard > 0 && !captured && (phase == Phase::ModelInput || state.guarding);
   // Calls that take nothing copy no name: an argument the kernel only reads
   // was recorded before launch, and is unchanged unless the guard says
   // otherwise (most of a model's calls, after a launch); level 3 keeps only
@@ -375,8 +426,16 @@ Stop record_and_check(Level compiled, Phase phase, Role given_role, const at::Te
   if (action == Action::Watch) return {};
   if (read_after_launch) return guard_stop(guard::after_use(settings, where, *t, std::nullopt));
   if (!defined) {
-    const TensorRecord r = describe_problem(where, t ? "undefined tensor" : "null tensor handle");
-    emit(settings.output, format_record(r, settings.format == Format::Jsonl));
+    TensorRecord r = describe_problem(where, t ? "undefined tensor" : "null tensor handle");
+    if (captured) {
+      graphs::add(std::move(r), nullptr);
+    } else {
+      emit(settings.output, format_record(r, settings.format == Format::Jsonl));
+    }
+    return {};
+  }
+  if (captured) {
+    record_captured(settings, std::move(where), *t, unwritten_output);
     return {};
   }
   // Only a run that will end may leave records waiting, and only when neither
@@ -442,6 +501,10 @@ void record_scalar(Level compiled, const Where& where, const char* type, const s
   if (action == Action::None || action == Action::Watch) return;
   const Settings& settings = settings_now();
   if (!settings.rank_selected()) return;
+  if (graphs::capturing()) {
+    graphs::add_scalar(where, type, value);
+    return;
+  }
   if (action == Action::Save) {
     // No file to hold a scalar: its manifest line carries the value.
     saving([&] { append_to_manifest(settings.dump_dir, format_scalar(where, type, value, true)); });

@@ -232,3 +232,25 @@ def test_a_mistyped_field_is_refused_in_one_line_naming_file_and_line(dump, chan
     message = str(refused.value)
     assert message.startswith(f"{manifest}:{n + 1}: ") and said in message, message
     assert "\n" not in message
+
+
+def test_each_replay_of_a_captured_graph_reads_back_as_a_run_of_its_own():
+    """Schema 7: a record that a replay of a captured CUDA graph wrote
+    carries "replay" (test_cuda_graphs.py writes them on the GPU); each
+    replay is a run of its own, and a record without one is outside graphs."""
+    base = {
+        "event": "tensor",
+        "phase": "after_launch",
+        "kernel": "triton_poi_fused_sqrt_0",
+        "arg": "out_ptr0",
+        "run": 2,
+        "launch": 1,
+        "call": 0,
+        "pid": 7,
+        "process": "0123456789abcdef",
+        "schema": 7,
+    }
+    first, second = (parse({**base, "replay": n}) for n in (0, 1))
+    outside = parse(base)
+    assert (first.replay, second.replay, outside.replay) == (0, 1, -1)
+    assert len({first.run_id, second.run_id, outside.run_id}) == 3

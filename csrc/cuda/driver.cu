@@ -2,6 +2,7 @@
 // thread's context, the allocation that holds an address, a device's name.
 #include "device.h"
 
+#include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
 
@@ -27,6 +28,26 @@ std::string check_current_stream() {
   if (err == cudaSuccess) err = cudaPeekAtLastError();
   if (err == cudaSuccess) return "";
   return std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err);
+}
+
+bool capturing() {
+  static const int devices = c10::cuda::device_count();
+  if (devices == 0) return false;
+  int dev = -1;
+  if (cudaGetDevice(&dev) != cudaSuccess) return false;
+  if (!c10::cuda::hasPrimaryContext(static_cast<c10::DeviceIndex>(dev))) return false;
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(
+          c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(dev)).stream(), &status) !=
+      cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return status == cudaStreamCaptureStatusActive;
+}
+
+void capture_host_call(void (*fn)(void*), void* arg) {
+  C10_CUDA_CHECK(cudaLaunchHostFunc(c10::cuda::getCurrentCUDAStream().stream(), fn, arg));
 }
 
 namespace {

@@ -90,6 +90,27 @@ std::shared_ptr<Ring>& this_thread_ring() {
   return ring;
 }
 
+// While this thread captures a CUDA graph (begin_capture to end_capture):
+// the capture's ring. A captured kernel writes its slot at every replay, so
+// a slot is never reused: a full ring is followed by a new one, and each is
+// kept by the Landings of the captured run (graphs.h keeps those).
+thread_local std::shared_ptr<Ring> capture_ring;
+
+// Pinned memory for a ring. Inside a capture cudaHostAlloc is not captured,
+// but a capture in the global mode (torch.cuda.graph's) forbids it on every
+// thread: relaxed for this call only, as PyTorch's caching host allocator
+// does.
+void allocate(Ring& ring) {
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  C10_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+  void* data = nullptr;
+  const cudaError_t err =
+      cudaHostAlloc(&data, Ring::kBytes, cudaHostAllocMapped | cudaHostAllocPortable);
+  C10_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+  C10_CUDA_CHECK(err);
+  ring.data = static_cast<uint8_t*>(data);
+}
+
 // Launches `count` waiting tensors of one dtype (at most kBatchItems) on
 // `ring`'s stream.
 template <typename T>
@@ -210,21 +231,39 @@ bool can_snapshot_later(const at::Tensor& t, bool with_values) {
 std::shared_ptr<Landing> snapshot_later(const at::Tensor& t, bool with_values, bool batched) {
   const DeviceMadeCurrent current(t.device().index());
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(t.device().index()).stream();
-  std::shared_ptr<Ring>& ring = this_thread_ring();
+  const bool captured = capture_ring != nullptr;
   auto l = std::make_shared<Landing>();
   l->numel = t.numel();
   std::optional<Plan> plan = plan_of(t, with_values);
+  if (captured && plan) {
+    // The scratch is the thread's, shared with its records outside the
+    // graph, which may run beside a replay: a captured record of a
+    // non-contiguous tensor prints no values. And no programmatic
+    // dependent launch: the graph's edges order its kernels.
+    if (plan->scratch > 0) {
+      with_values = false;
+      plan = plan_of(t, false);
+    }
+    if (plan) plan->dependent_launch = false;
+  }
   if (!plan) {
     l->unsupported = no_stats_for(t.scalar_type());
     return l;
   }
   const int64_t bytes = result_bytes(plan->layout);
   TORCH_CHECK(bytes <= Ring::kBytes, "this tensor's results do not fit in the ring");
+  if (captured && capture_ring->data &&
+      (capture_ring->used + bytes > Ring::kBytes || capture_ring->stream != stream)) {
+    // Its batch goes first, into the graph: then a ring of its own.
+    launch_batch_of(*capture_ring);
+    capture_ring = std::make_shared<Ring>();
+  }
+  std::shared_ptr<Ring>& ring = captured ? capture_ring : this_thread_ring();
   std::lock_guard<std::mutex> lock(ring->mu);
   // None outstanding: every slot has been read, and the ring starts again
-  // from the front.
-  if (ring->outstanding.load(std::memory_order_acquire) == 0) ring->used = 0;
-  if (ring->used > 0) {
+  // from the front (never a capture's: its graph writes them at each replay).
+  if (!captured && ring->outstanding.load(std::memory_order_acquire) == 0) ring->used = 0;
+  if (!captured && ring->used > 0) {
     // Queued kernels share the device scratch in stream order: another
     // stream, or scratch that must grow under them, waits for them first.
     if (ring->stream != stream || ring->used + bytes > Ring::kBytes ||
@@ -232,11 +271,7 @@ std::shared_ptr<Landing> snapshot_later(const at::Tensor& t, bool with_values, b
       return nullptr;
     }
   }
-  if (!ring->data) {
-    void* data = nullptr;
-    C10_CUDA_CHECK(cudaHostAlloc(&data, Ring::kBytes, cudaHostAllocMapped | cudaHostAllocPortable));
-    ring->data = static_cast<uint8_t*>(data);
-  }
+  if (!ring->data) allocate(*ring);
   l->ring = ring;
   ring->outstanding.fetch_add(1, std::memory_order_relaxed);
   ring->stream = stream;
@@ -273,7 +308,18 @@ bool serves_for(const Landing& l, const at::Tensor& t, bool with_values) {
          l.stream == c10::cuda::getCurrentCUDAStream(t.device().index()).stream();
 }
 
-void launch_batch() { launch_batch_of(*this_thread_ring()); }
+void launch_batch() {
+  if (capture_ring) launch_batch_of(*capture_ring);
+  launch_batch_of(*this_thread_ring());
+}
+
+void begin_capture() { capture_ring = std::make_shared<Ring>(); }
+
+void end_capture() {
+  if (!capture_ring) return;
+  launch_batch_of(*capture_ring);
+  capture_ring.reset();  // the captured run's Landings keep its rings
+}
 
 bool landed(const Landing& l) {
   if (!l.unsupported.empty()) return true;

@@ -38,8 +38,9 @@
 // not compiled for). 5: findings carry "source" (the user's frames that
 // made their node, innermost first), environment records "sources".
 // 6: a snapshot that could not be saved keeps its record in the manifest,
-// with "unsaved" (why) in place of "file".
-#define AOTI_DEBUG_PRINTER_RECORD_SCHEMA 6
+// with "unsaved" (why) in place of "file". 7: a record a replay of a
+// captured CUDA graph wrote carries "replay", the replay's index from 0.
+#define AOTI_DEBUG_PRINTER_RECORD_SCHEMA 7
 
 #ifdef __cplusplus
 extern "C" {

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 # AOTI_DEBUG_PRINTER_RECORD_SCHEMA, mirrored here so that reading a dump
 # needs neither torch nor the compiled library (test_schema holds the two
 # equal).
-RECORD_SCHEMA = 6
+RECORD_SCHEMA = 7
 
 # Starts the comment before each recorded call of the C++ wrapper: the
 # call's arguments in order, literals included, as JSON. The codegen writes
@@ -142,6 +142,9 @@ class Where:
     role: Role = Role.UNKNOWN
     why: str = ""  # a Reason, with its detail after ":"; free text before schema 2
     formula: str = ""
+    # The replay of a captured CUDA graph that wrote it, from 0; -1 outside
+    # graphs (schema 7 on).
+    replay: int = -1
     # Where the user's code made `node` ("model.py:42 in forward: return
     # x * 2"), innermost frame first: findings only (schema 5 on).
     source: list[str] = field(default_factory=list)
@@ -151,8 +154,9 @@ class Where:
 
     @property
     def run_id(self) -> tuple:
-        """Which run of which process (and rank) the record belongs to."""
-        return (self.process, self.pid, self.rank, self.run)
+        """Which run of which process (and rank) the record belongs to: each
+        replay of a captured run is a run of its own."""
+        return (self.process, self.pid, self.rank, self.run, self.replay)
 
     @property
     def reason(self) -> Reason | None:
@@ -337,7 +341,9 @@ class EnvironmentRecord:
 
     @property
     def run_id(self) -> tuple:
-        return (self.process, self.pid, self.rank, self.run)
+        # A run outside graphs, as Where.run_id says it (no replay): a dump
+        # holds environments of level-1 runs only, which no graph captures.
+        return (self.process, self.pid, self.rank, self.run, -1)
 
 
 Record = (

@@ -5,6 +5,7 @@
 
 #include "aoti_debug_printer.h"
 #include "output.h"
+#include "record.h"
 #include "save.h"
 #include "shim.h"
 
@@ -1187,4 +1188,26 @@ TEST_CASE("a finding says where the user's code made its node, a run's table onl
                       "\"main.py:3 in <module>: m(x)\"]") != std::string::npos);
   CHECK(std::count(manifest.begin(), manifest.end(), '\n') >= 2);
   CHECK(manifest.find("\"source\"", manifest.find("\"source\"") + 1) == std::string::npos);
+}
+
+TEST_CASE("a record a captured graph's replay wrote says which replay, others do not",
+          "[format_record]") {
+  using namespace aoti_debug_printer;
+  Where w;
+  w.phase = Phase::AfterLaunch;
+  w.kernel = "triton_poi_fused_sqrt_0";
+  w.arg = "out_ptr0";
+  w.run = 2;
+  w.launch = 1;
+  w.call = 0;
+  const at::Tensor t = at::arange(4, at::kFloat);
+  const TensorRecord outside = describe(w, t, host_contents(t, 0));
+  CHECK(format_text(outside).find("(run 2, launch 1, call 0)") != std::string::npos);
+  CHECK(format_json(outside).find("\"replay\"") == std::string::npos);
+  w.replay = 3;
+  const TensorRecord replayed = describe(w, t, host_contents(t, 0));
+  CHECK(format_text(replayed).find("(run 2, launch 1, call 0, replay 3)") != std::string::npos);
+  CHECK(format_json(replayed).find("\"replay\": 3") != std::string::npos);
+  CHECK(format_launch(w, false).find("replay 3)") != std::string::npos);
+  CHECK(format_scalar(w, "int64", "7", true).find("\"replay\": 3") != std::string::npos);
 }

@@ -49,6 +49,18 @@ class NanMaker(torch.nn.Module):
         return torch.log(torch.relu(x @ self.weight) - 1) * 2
 
 
+class SqrtOfProduct(torch.nn.Module):
+    """A finite mm, then a fused sqrt: with its positive weight, NaN exactly
+    where an input is negative, so one input runs finite and another not."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.rand(8, 8) + 0.1)
+
+    def forward(self, x):
+        return torch.sqrt(x @ self.weight) * 2 + 1
+
+
 # A custom op as users define them with torch.library.Library: AOTInductor
 # calls it through its proxy executor.
 _LIBRARY = torch.library.Library("adp_models", "DEF")
@@ -202,6 +214,7 @@ MODELS = {
     "externs": Externs,
     "dynamic": Dynamic,
     "nan_maker": NanMaker,
+    "sqrt_of_product": SqrtOfProduct,
     "rank_shift": RankShift,
     "custom_op": CustomOp,
     "undeclared_mutation": UndeclaredMutation,
@@ -222,6 +235,8 @@ def build(name: str, device: str = "cpu"):
     model = model.eval().to(device)
     if name in ("mlp", "nan_maker", "rank_shift", *TENSOR_PARALLEL):
         inputs = (torch.randn(3, 8),)
+    elif name == "sqrt_of_product":
+        inputs = (torch.rand(3, 8),)
     elif name == "dynamic":
         inputs = (torch.randn(5, 3),)
     elif name in ("fills_rows", "writes_past", "cpp_fills_rows", "cpp_writes_past"):

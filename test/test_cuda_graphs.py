@@ -1,0 +1,117 @@
+"""CUDA graphs: a package captured with torch.cuda.graph and replayed, with
+the printer on. Each replay writes the records that the same inputs write
+outside the graph, with the replay's index, and the NaN/Inf trap names the
+kernel at the replay whose input made the NaN (test/graph_replay.py runs
+the package; docs/cuda.md says what runs inside a graph)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from aoti_debug_printer import records as schema
+
+pytestmark = [pytest.mark.gpu, pytest.mark.xdist_group("graphs")]
+HERE = Path(__file__).resolve().parent
+
+
+def replay(path: Path, model: str, second: str, tmp_path: Path, **env: str):
+    """graph_replay.py's result, the records written to the output and to
+    the dump's manifest, and its stderr."""
+    out, dump = tmp_path / "records.jsonl", tmp_path / "dump"
+    done = subprocess.run(
+        [sys.executable, HERE / "graph_replay.py", path, model, second],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={
+            **os.environ,
+            "AOTI_DEBUG_PRINTER_OUTPUT": str(out),
+            "AOTI_DEBUG_PRINTER_FORMAT": "jsonl",
+            "AOTI_DEBUG_PRINTER_DUMP_DIR": str(dump),
+            **env,
+        },
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    def read(path: Path) -> list:
+        lines = path.read_text().splitlines() if path.exists() else []
+        return [schema.parse(json.loads(line)) for line in lines]
+
+    result = json.loads(done.stdout.splitlines()[-1])
+    return result, read(out), read(dump / "manifest.jsonl"), done.stderr
+
+
+def runs(recs) -> dict[tuple[int, int], list]:
+    """Records by (run, replay), environments left out."""
+    by: dict[tuple[int, int], list] = {}
+    for r in recs:
+        if isinstance(r, schema.Where):
+            by.setdefault((r.run, r.replay), []).append(r)
+    return by
+
+
+def key(r) -> tuple:
+    """What a record says of its kernel's tensor, and where, but not which
+    run or replay: min, max and the counts exactly, mean and std to the
+    last bits (level 1's are the host's, a replay's the device's)."""
+    stats = getattr(r, "stats", None)
+    exact = (
+        ()
+        if stats is None
+        else (stats.min, stats.max, stats.finite, stats.nan, stats.pos_inf, stats.zeros)
+    )
+    return (type(r).__name__, r.phase, r.kernel, r.arg, r.launch, r.call, r.role, exact)
+
+
+def assert_same(replayed: list, eager: list) -> None:
+    assert [key(r) for r in replayed] == [key(r) for r in eager]
+    for got, want in zip(replayed, eager, strict=True):
+        if getattr(want, "stats", None) is not None and want.stats.mean is not None:
+            assert got.stats.mean == pytest.approx(want.stats.mean, rel=1e-6, abs=1e-12)
+            assert got.stats.std == pytest.approx(want.stats.std, rel=1e-6, abs=1e-12)
+
+
+@pytest.mark.parametrize("level", [1, 2, 3])
+def test_each_replay_writes_what_the_same_inputs_write_outside_the_graph(package, tmp_path, level):
+    path = package("mlp", level, device="cuda")
+    result, printed, saved, stderr = replay(path, "mlp", "scale", tmp_path)
+    recs = printed + saved  # level 1 saves outside the graph, prints in it
+    # The model's results are the same in the graph as outside it.
+    assert result == {"a": True, "b": True, "after": "ran", "again": "ran"}
+    by = runs(recs)
+    eager = sorted(k for k in by if k[1] < 0)
+    replays = sorted(k for k in by if k[1] >= 0)
+    # Eager A and B, the captured run's replays 0 and 1 (its capture wrote
+    # nothing), eager again twice.
+    assert len(eager) == 4 and [k[1] for k in replays] == [0, 1], sorted(by)
+    assert replays[0][0] == replays[1][0] == eager[1][0] + 1
+    assert by[replays[0]] and all(r.replay == 0 for r in by[replays[0]])
+    assert_same(by[replays[0]], by[eager[0]])
+    assert_same(by[replays[1]], by[eager[1]])
+    assert "captured into a CUDA graph" in stderr
+
+
+def test_the_trap_names_the_kernel_at_the_replay_whose_input_makes_nan(package, tmp_path):
+    path = package("sqrt_of_product", 2, device="cuda")
+    result, recs, saved, stderr = replay(
+        path, "sqrt_of_product", "negate", tmp_path, AOTI_DEBUG_PRINTER_TRAP="1"
+    )
+    # Replay 0 (finite) ran as outside the graph; replay 1 made NaN, which
+    # the graph could not stop: the next run outside it stops, then runs.
+    assert result == {"a": True, "b": True, "after": "stopped", "again": "ran"}
+    (trap,) = [r for r in recs if isinstance(r, schema.TrapRecord)]
+    assert trap.replay == 1 and "sqrt" in trap.kernel and trap.nan > 0, trap
+    # The finding is in the dump too, for `aoti-debug repro`, as outside graphs.
+    assert [r for r in saved if isinstance(r, schema.TrapRecord)] == [trap]
+    by = runs(recs)
+    assert not [r for r in by[(trap.run, 0)] if getattr(r, "stats", None) and r.stats.nan]
+    # Nothing of replay 1 after the trap: a run outside a graph stops there.
+    assert by[(trap.run, 1)][-1] == trap
+    assert f"made NaN/Inf in {trap.arg} at replay 1 of a captured CUDA graph" in stderr
+    assert "stopped for an earlier replay of a captured CUDA graph" in stderr
