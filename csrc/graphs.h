@@ -11,10 +11,46 @@
 #include "record.h"
 #include "settings.h"
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace aoti_debug_printer::graphs {
+
+// One captured run: its records in the order they were taken, written at
+// each replay. Host work only (the tests drive it on the CPU, with records
+// whose statistics are already known).
+class Capture {
+ public:
+  explicit Capture(const Settings& settings);
+  ~Capture();
+  // A tensor's record, with the landing its replays fill (nullptr: written
+  // as `r` is, its statistics those it holds); a kernel's announcement
+  // (level 3); a scalar.
+  void add(TensorRecord r, std::shared_ptr<device::Landing> landing);
+  void add_launch(const Where& where);
+  void add_scalar(const Where& where, const char* type, const std::string& value);
+  // One replay, which the graph's host call runs after the replay's
+  // kernels (it makes no CUDA call): the replay's records, with its index
+  // from 0, in one write. With the trap on, the first value a kernel made
+  // NaN/Inf in (or a model input that holds them) ends the replay's records
+  // with the trap's, noted in the dump, and left for take_stop; the later
+  // replays write nothing.
+  void write_replay() noexcept;
+
+ private:
+  struct Item;
+  std::string output_, dump_dir_;
+  bool json_ = false;
+  bool trap_ = false;
+  std::vector<Item> items_;
+  // Replays run one at a time on the graph's stream, and CUDA calls a
+  // graph's host nodes in order; atomic all the same.
+  std::atomic<int64_t> replays_{0};
+  std::atomic<bool> stopped_{false};
+};
 
 // Whether this thread's run is being captured (begin saw the current stream
 // capturing).
@@ -24,9 +60,7 @@ bool capturing();
 // inside a graph (level 1's saving, the write guard, the sync after
 // kernels) is said once per process, and left out.
 void begin(const Settings& settings);
-// The captured run's records, in the order they were taken. A tensor's,
-// with the landing its replays fill (nullptr: written as `r` is, with no
-// statistics at replay); a kernel's announcement (level 3); a scalar.
+// The captured run's records (Capture's).
 void add(TensorRecord r, std::shared_ptr<device::Landing> landing);
 void add_launch(const Where& where);
 void add_scalar(const Where& where, const char* type, const std::string& value);

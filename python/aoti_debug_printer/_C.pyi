@@ -6,7 +6,7 @@ from typing import Any, Literal
 import torch
 
 ABI_VERSION: Literal[9]
-RECORD_SCHEMA: Literal[6]
+RECORD_SCHEMA: Literal[7]
 # The level a model was compiled at: what generated code passes to every
 # record and launch event (AOTI_DEBUG_PRINTER_LEVEL_*).
 LEVEL_SAVE: Literal[1]

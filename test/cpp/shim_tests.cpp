@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "aoti_debug_printer.h"
+#include "graphs.h"
 #include "output.h"
 #include "record.h"
 #include "save.h"
@@ -1210,4 +1211,84 @@ TEST_CASE("a record a captured graph's replay wrote says which replay, others do
   CHECK(format_json(replayed).find("\"replay\": 3") != std::string::npos);
   CHECK(format_launch(w, false).find("replay 3)") != std::string::npos);
   CHECK(format_scalar(w, "int64", "7", true).find("\"replay\": 3") != std::string::npos);
+}
+
+namespace {
+// A record of `t` at `phase` of kernel "k" (launch 0), as a captured run
+// holds it, its statistics already known.
+aoti_debug_printer::TensorRecord captured_record(aoti_debug_printer::Phase phase,
+                                                 const std::string& arg, const at::Tensor& t) {
+  using namespace aoti_debug_printer;
+  Where w;
+  w.phase = phase;
+  w.kernel = phase == Phase::ModelInput ? "" : "k";
+  w.arg = arg;
+  w.run = 5;
+  w.launch = phase == Phase::ModelInput ? -1 : 0;
+  w.call = phase == Phase::ModelInput ? -1 : 0;
+  return describe(w, t, host_contents(t, 64));
+}
+}  // namespace
+
+TEST_CASE("a captured run writes all its records at each replay, with the replay's index",
+          "[Capture::write_replay]") {
+  using namespace aoti_debug_printer;
+  Scratch s;
+  REQUIRE(aoti_debug_printer_set_option("format", "jsonl") == 0);  // a line a record
+  graphs::Capture capture(settings_now());
+  const at::Tensor x = at::arange(3, at::kFloat);
+  capture.add(captured_record(Phase::ModelInput, "arg0", x), nullptr);
+  Where launch = captured_record(Phase::BeforeLaunch, "", x).where;
+  capture.add_launch(launch);
+  capture.add_scalar(launch, "int64", "7");
+  capture.add(captured_record(Phase::AfterLaunch, "out", x * 2), nullptr);
+  capture.write_replay();
+  capture.write_replay();
+  std::istringstream lines(s.output());
+  std::vector<std::string> got;
+  for (std::string line; std::getline(lines, line);) got.push_back(line);
+  REQUIRE(got.size() == 8);
+  for (size_t i = 0; i < got.size(); ++i) {
+    CHECK(got[i].find("\"replay\": " + std::to_string(i / 4) + ",") != std::string::npos);
+    // The same records, in the same order, at each replay.
+    if (i >= 4) CHECK(got[i].substr(0, 40) == got[i - 4].substr(0, 40));
+  }
+  CHECK(got[3].find("\"phase\": \"after_launch\", \"kernel\": \"k\", \"arg\": \"out\"") !=
+        std::string::npos);
+  CHECK(graphs::take_stop().empty());
+}
+
+TEST_CASE("the trap at a captured run's replay names the kernel once, and the next run stops",
+          "[Capture::write_replay]") {
+  using namespace aoti_debug_printer;
+  Scratch s;
+  REQUIRE(aoti_debug_printer_set_option("trap", "1") == 0);
+  graphs::Capture capture(settings_now());
+  REQUIRE(aoti_debug_printer_set_option("trap", "0") == 0);
+  const at::Tensor stale = at::full({2}, NAN);
+  at::Tensor out = at::zeros({3});
+  out[1] = INFINITY;
+  capture.add(captured_record(Phase::BeforeLaunch, "stale", stale), nullptr);
+  // NaN that was there before launch is not this kernel's doing.
+  capture.add(captured_record(Phase::AfterLaunch, "stale", stale), nullptr);
+  capture.add(captured_record(Phase::AfterLaunch, "out", out), nullptr);
+  capture.add(captured_record(Phase::AfterLaunch, "later", out), nullptr);
+  capture.write_replay();
+  capture.write_replay();  // stopped: writes nothing
+  const std::string text = s.output();
+  CHECK(text.find("NaN/Inf TRAP at after_launch k out") != std::string::npos);
+  CHECK(text.find("kernel k made NaN/Inf in out") != std::string::npos);
+  CHECK(text.find("TRAP at after_launch k stale") == std::string::npos);
+  // The trap's record ends the replay's records: none of `later`, none of
+  // a second replay.
+  CHECK(text.find("k later") == std::string::npos);
+  CHECK(text.find("replay 1") == std::string::npos);
+  const std::string manifest = slurp(s.dump / "manifest.jsonl");
+  CHECK(manifest.find("\"event\": \"trap\"") != std::string::npos);
+  CHECK(manifest.find("\"replay\": 0") != std::string::npos);
+  // What the next run outside the graph stops with, once.
+  const std::string stop = graphs::take_stop();
+  CHECK(stop.find("kernel k (launch 0) made NaN/Inf in out at replay 0 of a captured CUDA graph") !=
+        std::string::npos);
+  CHECK(graphs::take_stop().empty());
 }
