@@ -4,6 +4,7 @@
 
 #include "output.h"
 #include "save.h"
+#include "trap.h"
 
 #include <atomic>
 #include <mutex>
@@ -31,8 +32,6 @@ std::vector<std::shared_ptr<Capture>> kept;
 
 std::mutex stop_mu;
 std::string pending_stop;
-
-int64_t non_finite(const TensorStats& s) { return s.nan + s.pos_inf + s.neg_inf; }
 
 void write_replay_of(void* capture) noexcept { static_cast<Capture*>(capture)->write_replay(); }
 
@@ -82,7 +81,7 @@ void Capture::write_replay() noexcept {
       TensorRecord r = item.landing ? replayed(item.record, *item.landing, replay) : item.record;
       r.where.replay = replay;
       text += format_record(r, json_);
-      if (!trap_ || !r.defined || !r.stats.unsupported.empty() || non_finite(r.stats) == 0)
+      if (!trap_ || !r.defined || !r.stats.unsupported.empty() || trap::non_finite(r.stats) == 0)
         continue;
       const Where& w = r.where;
       if (w.phase == Phase::BeforeLaunch) {
@@ -96,19 +95,16 @@ void Capture::write_replay() noexcept {
       // later replays write nothing, as a run outside a graph stops here.
       stopped_.store(true, std::memory_order_release);
       const bool input = w.phase == Phase::ModelInput;
-      const std::string what =
-          input ? "model input " + w.arg + " already holds NaN/Inf: no kernel made it"
-                : "kernel " + w.kernel + " made NaN/Inf in " + w.arg;
+      const std::string what = trap::what_fired(w);
       text += format_trap(w, r.stats, what, {}, json_);
       emit(output_, text);
       const std::string repro =
           note_finding_in_dump(dump_dir_, format_trap(w, r.stats, what, {}, true));
       const std::string at = " at replay " + std::to_string(replay) + " of a captured CUDA graph";
       const std::string message =
-          input ? "NaN/Inf trap: model input " + w.arg + " holds NaN/Inf" + at
-                : "NaN/Inf trap: kernel " + w.kernel + " (launch " + std::to_string(w.launch) +
-                      ") made NaN/Inf in " + w.arg + at + repro +
-                      ", run outside the graph; this graph's later replays write no records";
+          trap::stop_message(w) + at +
+          (input ? ""
+                 : repro + ", run outside the graph; this graph's later replays write no records");
       report_stop(output_, message);
       std::lock_guard<std::mutex> lock(stop_mu);
       if (pending_stop.empty()) pending_stop = message;

@@ -12,6 +12,13 @@
 
 namespace aoti_debug_printer::trap {
 
+// NaN and infinities among `stats`' elements: what the trap fires on.
+int64_t non_finite(const TensorStats& stats);
+// What fired at `where`, a model input or a kernel's argument after its
+// launch: the trap record's `what`, and the start of the stop's message.
+std::string what_fired(const Where& where);
+std::string stop_message(const Where& where);
+
 // After a record whose statistics are `stats`, while settings.trap is on.
 // `watched`: the kernel's arguments, with the host copies taken before its
 // launch. Returns "" or, when the trap fired (reported, and noted in the
