@@ -15,9 +15,15 @@
    the printer off with CUDA_LAUNCH_BLOCKING=1: a bare sync after every
    launch, the baseline for our level 3; then our level 1, each run saving
    into a fresh directory and synced to the disk, its bytes per second
-   against one sequential write to the same disk.
+   against one sequential write to the same disk;
+3. with --graphs, each model captured in a CUDA graph and replayed
+   (GRAPH_ROWS): the printer off, level 2, level 2 with the trap, level 1,
+   each replay's time and its ratio to the printer off, and where the time
+   goes: the printer's own kernels' GPU time in a replay, and the bytes
+   written.
 
-    python bench/bench_gpu.py [--sizes-mib 0.0625 64 256 1024] [--runs 20] [--models ...] [--profile]
+    python bench/bench_gpu.py [--sizes-mib 0.0625 64 256 1024] [--runs 20] [--models ...]
+        [--graphs resnet18 gpt2 [--replays 200]] [--profile]
 
 The 64 KiB row is not a target size: it shows the fixed cost of one call
 (launches, the copy back, the sync; queued: the launch and the formatting),
@@ -29,6 +35,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures as futures
 import faulthandler
+import json
 import multiprocessing
 import os
 import shutil
@@ -247,6 +254,112 @@ def time_launch_blocking(model_name: str, package: str, runs: int) -> float:
     return float(child.stdout.split()[-1])
 
 
+# CUDA graphs (docs/cuda.md): the package is loaded with
+# run_single_threaded=True, captured with torch.cuda.graph and replayed, as
+# serving stacks do. Each row is a child process of its own, run one at a
+# time: its package's level and the settings at replay.
+GRAPH_ROWS = {
+    "graph, printer off": ("0", {}),
+    "graph, level 2": ("2", {}),
+    "graph, level 2, trap": ("2", {"AOTI_DEBUG_PRINTER_TRAP": "1"}),
+    "graph, level 1 (disk)": ("1", {}),
+}
+
+
+def bench_graphs(model_names: list[str], replays: int) -> None:
+    """Per model: the replay's time in each GRAPH_ROWS row, and its ratio to
+    the printer off; where the time goes: the GPU time of the printer's own
+    kernels in a replay (torch.profiler), and the bytes written."""
+    with tempfile.TemporaryDirectory() as tmp:
+        levels = sorted({level for level, _ in GRAPH_ROWS.values()})
+        ctx = multiprocessing.get_context("spawn")
+        with futures.ProcessPoolExecutor(os.cpu_count() or 1, mp_context=ctx) as pool:
+            jobs = {
+                (m, level): pool.submit(compile_variant, m, level, True, f"{tmp}/{m}-{level}.pt2")
+                for m in model_names
+                for level in levels
+            }
+            paths = {}
+            for (m, level), job in jobs.items():
+                try:
+                    paths[(m, level)] = job.result()
+                except ImportError as e:  # torchvision or transformers missing
+                    print(f"  {m}: skipped ({e})")
+        for m in model_names:
+            if (m, "0") not in paths:
+                continue
+            print(f"\n{m}, {replays} replays a round, median of 3 rounds:")
+            off = None
+            for row, (level, env) in GRAPH_ROWS.items():
+                out = Path(tmp) / f"{m}-{level}-records.txt"
+                dump = Path(tmp) / f"{m}-{level}-dump"
+                child = subprocess.run(
+                    [sys.executable, __file__, "--time-graph", paths[(m, level)]]
+                    + ["--models", m, "--runs", str(replays)],
+                    env={
+                        **os.environ,
+                        "AOTI_DEBUG_PRINTER_OUTPUT": str(out),
+                        "AOTI_DEBUG_PRINTER_DUMP_DIR": str(dump),
+                        **env,
+                    },
+                    capture_output=True,
+                    text=True,
+                )
+                if child.returncode != 0:
+                    print(f"  {row}: failed: {(child.stderr or child.stdout).strip()[-2000:]}")
+                    continue
+                r = json.loads(child.stdout.splitlines()[-1])
+                off = off or r["replay_us"]
+                written = (out.stat().st_size if out.exists() else 0) + sum(
+                    f.stat().st_size for f in dump.rglob("*") if f.is_file()
+                )
+                print(
+                    f"  {row:24} {r['replay_us']:9.1f} us  {r['replay_us'] / off:5.2f}x   "
+                    f"(eager {r['eager_us']:8.1f} us; printer's kernels {r['ours_us']:6.1f} us "
+                    f"GPU in {r['ours_kernels']} launches; {written / r['replays'] / 1e3:.1f} kB "
+                    f"written a replay)"
+                )
+                shutil.rmtree(dump, ignore_errors=True)
+                out.unlink(missing_ok=True)
+
+
+def time_graph(package: str, model_name: str, replays: int) -> dict:
+    """The graph-capture child: eager and replay times of one package, and
+    its printer's kernels' GPU time in one replay."""
+    _, inputs = build_model(model_name)
+    static = [t.cuda() for t in inputs]
+    run = torch._inductor.aoti_load_package(package, run_single_threaded=True)
+    eager_us = gpu_ms(lambda: run(*static), 10) * 1e3
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        run(*static)
+    for _ in range(10):
+        graph.replay()
+    torch.cuda.synchronize()
+    rounds, done = [], 10
+    for _ in range(3):
+        start = time.perf_counter()
+        for _ in range(replays):
+            graph.replay()
+        torch.cuda.synchronize()
+        rounds.append((time.perf_counter() - start) / replays * 1e6)
+        done += replays
+    activities = [torch.profiler.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=activities) as prof:
+        for _ in range(5):
+            graph.replay()
+        torch.cuda.synchronize()
+    done += 5
+    ours = [e for e in prof.events() if "aoti_debug_printer" in e.name and e.device_time_total > 0]
+    return {
+        "eager_us": eager_us,
+        "replay_us": statistics.median(rounds),
+        "ours_us": sum(e.device_time_total for e in ours) / 5,
+        "ours_kernels": len(ours) // 5,
+        "replays": done,
+    }
+
+
 def bench_model(model_name: str, runners: dict, runs: int, blocking_ms: float) -> None:
     _, inputs = build_model(model_name)
     directory = Path(tempfile.mkdtemp(prefix="bench-level1-"))
@@ -318,12 +431,23 @@ def main() -> None:
         help="whole-model rows: deep (many small kernels), resnet18, gpt2, bert, llama "
         "(1.1B parameters); none for the per-tensor table only",
     )
+    parser.add_argument(
+        "--graphs",
+        nargs="*",
+        default=[],
+        help="CUDA-graph rows (GRAPH_ROWS) of these models, e.g. resnet18 gpt2",
+    )
+    parser.add_argument("--replays", type=int, default=200, help="a round of CUDA-graph replays")
     parser.add_argument("--profile", action="store_true", help="where one small record's time goes")
     parser.add_argument("--time-package", help=argparse.SUPPRESS)  # the launch-blocking child
+    parser.add_argument("--time-graph", help=argparse.SUPPRESS)  # a CUDA-graph row's child
     args = parser.parse_args()
     if not torch.cuda.is_available():
         sys.exit("bench_gpu.py needs a CUDA device")
     os.environ.setdefault("AOTI_DEBUG_PRINTER_OUTPUT", "stdout")
+    if args.time_graph:
+        print(json.dumps(time_graph(args.time_graph, args.models[0], args.runs)))
+        return
     if args.time_package:
         _, inputs = build_model(args.models[0])
         run = torch._inductor.aoti_load_package(args.time_package)
@@ -335,6 +459,8 @@ def main() -> None:
         profile_small_record()
     if args.models:
         bench_models(args.models, args.runs)
+    if args.graphs:
+        bench_graphs(args.graphs, args.replays)
 
 
 if __name__ == "__main__":

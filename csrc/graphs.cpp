@@ -1,5 +1,5 @@
-// graphs.h: a captured run's records, written at each replay by a host call
-// the graph holds.
+// graphs.h: a captured run's records, taken at each replay by a host call
+// the graph holds, and written by the writer thread.
 #include "graphs.h"
 
 #include "output.h"
@@ -33,6 +33,9 @@ std::vector<std::shared_ptr<Capture>> kept;
 std::mutex stop_mu;
 std::string pending_stop;
 
+// Replays taken by host calls and not yet written (Capture::Replay).
+std::atomic<int64_t> unwritten{0};
+
 void write_replay_of(void* capture) noexcept { static_cast<Capture*>(capture)->write_replay(); }
 
 }  // namespace
@@ -46,6 +49,7 @@ Capture::Capture(const Settings& settings)
 Capture::~Capture() = default;
 
 void Capture::add(TensorRecord r, std::shared_ptr<device::Landing> landing) {
+  if (landing) ++landings_;
   items_.push_back({Item::Kind::Tensor, std::move(r), std::move(landing), {}, {}});
 }
 
@@ -61,29 +65,78 @@ void Capture::add_scalar(const Where& where, const char* type, const std::string
   items_.push_back({Item::Kind::Scalar, std::move(r), nullptr, type, value});
 }
 
+// One replay's records as its host call took them, made into text and
+// written by the writer thread.
+class Capture::Replay final : public LateRecord {
+ public:
+  Replay(const Capture& capture, int64_t replay, std::vector<device::Snapshot> taken, size_t count,
+         std::string trap)
+      : capture_(capture),
+        replay_(replay),
+        taken_(std::move(taken)),
+        count_(count),
+        trap_(std::move(trap)) {
+    unwritten.fetch_add(1, std::memory_order_relaxed);
+  }
+  ~Replay() override { unwritten.fetch_sub(1, std::memory_order_relaxed); }
+  bool ready() const override { return true; }
+  void wait() override {}
+  std::string text() override { return capture_.replay_text(replay_, taken_, count_) + trap_; }
+
+ private:
+  const Capture& capture_;  // kept for the process's life (end())
+  int64_t replay_;
+  std::vector<device::Snapshot> taken_;
+  size_t count_;
+  std::string trap_;
+};
+
+std::string Capture::replay_text(int64_t replay, std::vector<device::Snapshot>& taken,
+                                 size_t count) const {
+  std::string text;
+  size_t next = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const Item& item = items_[i];
+    if (item.kind != Item::Kind::Tensor) {
+      Where w = item.record.where;
+      w.replay = replay;
+      text += item.kind == Item::Kind::Launch
+                  ? format_launch(w, json_)
+                  : format_scalar(w, item.type.c_str(), item.value, json_);
+      continue;
+    }
+    TensorRecord r =
+        item.landing ? replayed(item.record, std::move(taken[next++]), replay) : item.record;
+    r.where.replay = replay;
+    text += format_record(r, json_);
+  }
+  return text;
+}
+
 void Capture::write_replay() noexcept {
   try {
     if (stopped_.load(std::memory_order_acquire)) return;
     const int64_t replay = replays_.fetch_add(1);
-    std::string text;
+    std::vector<device::Snapshot> taken;
+    taken.reserve(landings_);
+    size_t count = items_.size();
+    std::string trap_text, message;
     // (launch, argument) that held NaN/Inf before their kernel ran: the
     // kernel did not make them.
     std::set<std::pair<int64_t, std::string>> non_finite_before;
-    for (const Item& item : items_) {
-      if (item.kind != Item::Kind::Tensor) {
-        Where w = item.record.where;
-        w.replay = replay;
-        text += item.kind == Item::Kind::Launch
-                    ? format_launch(w, json_)
-                    : format_scalar(w, item.type.c_str(), item.value, json_);
-        continue;
+    for (size_t i = 0; i < items_.size(); ++i) {
+      const Item& item = items_[i];
+      if (item.kind != Item::Kind::Tensor) continue;
+      const TensorStats* stats = &item.record.stats;
+      if (item.landing) {
+        taken.push_back(device::take(*item.landing, ""));
+        stats = &taken.back().stats;
       }
-      TensorRecord r = item.landing ? replayed(item.record, *item.landing, replay) : item.record;
-      r.where.replay = replay;
-      text += format_record(r, json_);
-      if (!trap_ || !r.defined || !r.stats.unsupported.empty() || trap::non_finite(r.stats) == 0)
+      if (!trap_ || !item.record.defined || !stats->unsupported.empty() ||
+          trap::non_finite(*stats) == 0)
         continue;
-      const Where& w = r.where;
+      Where w = item.record.where;
+      w.replay = replay;
       if (w.phase == Phase::BeforeLaunch) {
         non_finite_before.emplace(w.launch, w.arg);
         continue;
@@ -94,23 +147,31 @@ void Capture::write_replay() noexcept {
       // The trap fires: its record ends this replay's, and the graph's
       // later replays write nothing, as a run outside a graph stops here.
       stopped_.store(true, std::memory_order_release);
+      count = i + 1;
       const bool input = w.phase == Phase::ModelInput;
       const std::string what = trap::what_fired(w);
-      text += format_trap(w, r.stats, what, {}, json_);
-      emit(output_, text);
+      trap_text = format_trap(w, *stats, what, {}, json_);
       const std::string repro =
-          note_finding_in_dump(dump_dir_, format_trap(w, r.stats, what, {}, true));
+          note_finding_in_dump(dump_dir_, format_trap(w, *stats, what, {}, true));
       const std::string at = " at replay " + std::to_string(replay) + " of a captured CUDA graph";
-      const std::string message =
+      message =
           trap::stop_message(w) + at +
           (input ? ""
                  : repro + ", run outside the graph; this graph's later replays write no records");
-      report_stop(output_, message);
-      std::lock_guard<std::mutex> lock(stop_mu);
-      if (pending_stop.empty()) pending_stop = message;
+      break;
+    }
+    emit_later(output_,
+               std::make_unique<Replay>(*this, replay, std::move(taken), count, trap_text));
+    publish_records();
+    if (message.empty()) {
+      if (unwritten.load(std::memory_order_relaxed) > kMostUnwritten) flush_records();
       return;
     }
-    emit(output_, text);
+    // The stop follows the records, as outside a graph.
+    flush_records();
+    report_stop(output_, message);
+    std::lock_guard<std::mutex> lock(stop_mu);
+    if (pending_stop.empty()) pending_stop = message;
   } catch (const std::exception& e) {
     report_error(std::string("a captured CUDA graph's records at its replay: ") + e.what());
   } catch (...) {

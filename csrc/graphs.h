@@ -34,18 +34,29 @@ class Capture {
   void add_scalar(const Where& where, const char* type, const std::string& value);
   // One replay, which the graph's host call runs after the replay's
   // kernels (it makes no CUDA call): the replay's records, with its index
-  // from 0, in one write. With the trap on, the first value a kernel made
-  // NaN/Inf in (or a model input that holds them) ends the replay's records
-  // with the trap's, noted in the dump, and left for take_stop; the later
-  // replays write nothing.
+  // from 0. The call only takes their statistics from the landings; the
+  // writer thread (output.h) formats and writes them, in one write, while
+  // the GPU goes on (past kMostUnwritten replays not written yet, the call
+  // writes them itself: nothing is dropped, and memory stays bounded). With
+  // the trap on, the first value a kernel made NaN/Inf in (or a model input
+  // that holds them) ends the replay's records with the trap's, written
+  // before the call returns, noted in the dump, and left for take_stop; the
+  // later replays write nothing.
   void write_replay() noexcept;
+  // Replays taken but not yet written, over every capture.
+  static constexpr int64_t kMostUnwritten = 64;
 
  private:
   struct Item;
+  class Replay;
+  // The text of the replay's first `count` items, `taken` holding the
+  // statistics of those with a landing, in order.
+  std::string replay_text(int64_t replay, std::vector<device::Snapshot>& taken, size_t count) const;
   std::string output_, dump_dir_;
   bool json_ = false;
   bool trap_ = false;
-  std::vector<Item> items_;
+  std::vector<Item> items_;  // not changed once the capture ends
+  size_t landings_ = 0;      // items with a landing
   // Replays run one at a time on the graph's stream, and CUDA calls a
   // graph's host nodes in order; atomic all the same.
   std::atomic<int64_t> replays_{0};

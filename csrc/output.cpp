@@ -250,6 +250,21 @@ class Writer {
       poked_ = false;
       sleeping_.store(false, std::memory_order_release);
     }
+    // The process ends: what is ready in threads that never end, such as
+    // the CUDA thread that runs a captured graph's host calls (graphs.h),
+    // is written now or never.
+    std::vector<std::shared_ptr<Queue>> queues;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queues = queues_;
+    }
+    for (const auto& q : queues) {
+      try {
+        q->drain(false);
+      } catch (...) {
+        // Reported where it failed.
+      }
+    }
     std::lock_guard<std::mutex> lock(mu_);
     started_ = false;
     wake_.notify_all();

@@ -322,11 +322,10 @@ class FormattedLater final : public LateRecord {
 
 }  // namespace
 
-TensorRecord replayed(const TensorRecord& r, const device::Landing& landing, int64_t replay) {
+TensorRecord replayed(const TensorRecord& r, device::Snapshot taken, int64_t replay) {
   TensorRecord out = r;
   out.where.replay = replay;
-  device::Snapshot snap = device::take(landing, "");
-  set_contents(out, {std::move(snap.stats), std::move(snap.values)});
+  set_contents(out, {std::move(taken.stats), std::move(taken.values)});
   return out;
 }
 

@@ -162,9 +162,9 @@ bool can_record_later(const at::Tensor& t, int64_t max_values);
 std::unique_ptr<LateRecord> record_later(Where&& where, const at::Tensor& t, int64_t max_values,
                                          bool json, bool batched, ReadsWhileUnchanged& reads);
 // A record taken while its run was captured into a CUDA graph, as one
-// replay of the graph wrote it: its contents from `landing`, which the
-// replay's kernels have filled.
-TensorRecord replayed(const TensorRecord& r, const device::Landing& landing, int64_t replay);
+// replay of the graph wrote it: its contents `taken` from its landing
+// (device::take), which the replay's kernels filled.
+TensorRecord replayed(const TensorRecord& r, device::Snapshot taken, int64_t replay);
 // A record whose contents are known, formatted where it is written (by the
 // writer thread, in its turn among the thread's records that wait).
 std::unique_ptr<LateRecord> formatted_later(TensorRecord r, bool json);

@@ -1244,9 +1244,16 @@ TEST_CASE("a captured run writes all its records at each replay, with the replay
   capture.add(captured_record(Phase::AfterLaunch, "out", x * 2), nullptr);
   capture.write_replay();
   capture.write_replay();
-  std::istringstream lines(s.output());
+  // The host call only takes the statistics: the writer thread writes the
+  // records, with no flush from this thread.
   std::vector<std::string> got;
-  for (std::string line; std::getline(lines, line);) got.push_back(line);
+  for (int waited_ms = 0; got.size() < 8 && waited_ms < 10000; waited_ms += 10) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::istringstream lines(s.output());
+    got.clear();
+    for (std::string line; std::getline(lines, line);) got.push_back(line);
+  }
+  flush_records();
   REQUIRE(got.size() == 8);
   for (size_t i = 0; i < got.size(); ++i) {
     CHECK(got[i].find("\"replay\": " + std::to_string(i / 4) + ",") != std::string::npos);
@@ -1256,6 +1263,23 @@ TEST_CASE("a captured run writes all its records at each replay, with the replay
   CHECK(got[3].find("\"phase\": \"after_launch\", \"kernel\": \"k\", \"arg\": \"out\"") !=
         std::string::npos);
   CHECK(graphs::take_stop().empty());
+}
+
+TEST_CASE("replays the writer has not written yet are bounded, and none is dropped",
+          "[Capture::write_replay]") {
+  using namespace aoti_debug_printer;
+  Scratch s;
+  REQUIRE(aoti_debug_printer_set_option("format", "jsonl") == 0);
+  graphs::Capture capture(settings_now());
+  capture.add(captured_record(Phase::AfterLaunch, "out", at::arange(4, at::kFloat)), nullptr);
+  const int64_t replays = 3 * graphs::Capture::kMostUnwritten + 5;
+  for (int64_t i = 0; i < replays; ++i) capture.write_replay();
+  flush_records();
+  std::istringstream lines(s.output());
+  int64_t next = 0;
+  for (std::string line; std::getline(lines, line); ++next)
+    CHECK(line.find("\"replay\": " + std::to_string(next) + ",") != std::string::npos);
+  CHECK(next == replays);  // every replay, once, in order
 }
 
 TEST_CASE("the trap at a captured run's replay names the kernel once, and the next run stops",
