@@ -7,8 +7,10 @@
 #include "trap.h"
 
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <set>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -181,9 +183,19 @@ void Capture::write_replay() noexcept {
 
 bool capturing() { return current != nullptr; }
 
+void wait_for_replays() {
+  // Polled: the writer polls its queues likewise, and a replay's text takes
+  // microseconds.
+  while (unwritten.load(std::memory_order_relaxed) > 0)
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+}
+
 void begin(const Settings& settings) {
   current.reset();
-  if (!device::capturing()) return;
+  if (!device::capturing()) {
+    wait_for_replays();
+    return;
+  }
   current = std::make_shared<Capture>(settings);
   device::begin_capture();
   static std::once_flag told;

@@ -79,6 +79,11 @@ void add_scalar(const Where& where, const char* type, const std::string& value);
 // replay is captured. Its records, landings and rings are kept for the
 // process's life, since the graph may be replayed until then.
 void end();
+// Returns once every replay whose host call has run is written (the
+// writer thread's work; at most kMostUnwritten replays). A run that begins
+// outside a graph calls it, so its records follow the replays' (a replay
+// still on the GPU is written when its host call runs).
+void wait_for_replays();
 // What the trap found at a replay, which the graph could not stop: the
 // message, taken once, for the next run outside the graph to stop with
 // (shim.cpp); "" where none.

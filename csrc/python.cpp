@@ -3,6 +3,7 @@
 // goes through shim.h, the same code the C ABI runs.
 #include "aoti_debug_printer.h"
 #include "device.h"
+#include "graphs.h"
 #include "guard.h"
 #include "save.h"
 #include "settings.h"
@@ -178,6 +179,14 @@ PYBIND11_MODULE(_C, m) {
         end_run();
       },
       "End this thread's run: every record it took is written.");
+  m.def(
+      "wait_for_replays",
+      [] {
+        py::gil_scoped_release no_gil;
+        graphs::wait_for_replays();
+      },
+      "Return once every replay of a captured CUDA graph that has run on the GPU has its records "
+      "written (the writer thread writes them; a run that begins outside a graph waits too).");
   m.def(
       "records_end",
       [] {

@@ -128,8 +128,9 @@ void queue_snapshot(const at::Tensor& t, const Plan& p, cudaStream_t stream, boo
       at::from_blob(scratch, t.sizes(), t.options()).copy_(t);
       from = scratch;
     }
+    // Default: `back` is device memory in a captured graph's ring (snapshots.cu).
     C10_CUDA_CHECK(cudaMemcpyAsync(back + values_at(p.layout), from, values_bytes(t, true),
-                                   cudaMemcpyDeviceToHost, stream));
+                                   cudaMemcpyDefault, stream));
   }
   AT_DISPATCH_V2(t.scalar_type(), "aoti_debug_printer_device_stats", AT_WRAP([&] {
                    launch_stats<scalar_t>(t, p, stream, back, with_fingerprint, queued, ticket);

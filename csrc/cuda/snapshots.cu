@@ -80,8 +80,14 @@ struct Ring {
   const std::thread::id owner = std::this_thread::get_id();
   // Unique per slot use: a ticket left in reused memory never matches.
   unsigned long long next_ticket = 1;
+  // A captured graph's ring: device memory, merged into host memory by the
+  // graph itself (end_capture).
+  const bool on_device = false;
+  Ring() = default;
+  explicit Ring(bool device_memory) : on_device(device_memory) {}
   ~Ring() {
-    if (data) (void)cudaFreeHost(data);  // at process exit the runtime may be gone
+    // At process exit the runtime may be gone.
+    if (data) (void)(on_device ? cudaFree(data) : cudaFreeHost(data));
   }
 };
 
@@ -91,24 +97,32 @@ std::shared_ptr<Ring>& this_thread_ring() {
 }
 
 // While this thread captures a CUDA graph (begin_capture to end_capture):
-// the capture's ring. A captured kernel writes its slot at every replay, so
-// a slot is never reused: a full ring is followed by a new one, and each is
-// kept by the Landings of the captured run (graphs.h keeps those).
+// the capture's ring, in device memory. A captured kernel writes its slot at
+// every replay, so a slot is never reused: a full ring is followed by a new
+// one, and each is kept by the Landings of the captured run (graphs.h keeps
+// those), which end_capture points at their merged results in host memory.
 thread_local std::shared_ptr<Ring> capture_ring;
+thread_local std::vector<std::shared_ptr<Landing>> captured_landings;
 
 // Pinned memory for a ring. Inside a capture cudaHostAlloc is not captured,
 // but a capture in the global mode (torch.cuda.graph's) forbids it on every
 // thread: relaxed for this call only, as PyTorch's caching host allocator
 // does.
-void allocate(Ring& ring) {
+// A captured ring's device memory likewise (cudaMalloc).
+void* allocate(int64_t bytes, bool on_device) {
   cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
   C10_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
   void* data = nullptr;
   const cudaError_t err =
-      cudaHostAlloc(&data, Ring::kBytes, cudaHostAllocMapped | cudaHostAllocPortable);
+      on_device ? cudaMalloc(&data, bytes)
+                : cudaHostAlloc(&data, bytes, cudaHostAllocMapped | cudaHostAllocPortable);
   C10_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
   C10_CUDA_CHECK(err);
-  ring.data = static_cast<uint8_t*>(data);
+  return data;
+}
+
+void allocate(Ring& ring) {
+  ring.data = static_cast<uint8_t*>(allocate(Ring::kBytes, ring.on_device));
 }
 
 // Launches `count` waiting tensors of one dtype (at most kBatchItems) on
@@ -178,6 +192,9 @@ struct Landing {
   int64_t numel = 0;
   bool with_values = false;
   std::string unsupported;
+  // A captured record's merged result (end_capture): the host memory `slot`
+  // points into, shared by the capture's records.
+  std::shared_ptr<void> merged;
   ~Landing() {
     if (!ring) return;
     // Every partial landed: launched and run, so out of the batch. Else it
@@ -256,7 +273,7 @@ std::shared_ptr<Landing> snapshot_later(const at::Tensor& t, bool with_values, b
       (capture_ring->used + bytes > Ring::kBytes || capture_ring->stream != stream)) {
     // Its batch goes first, into the graph: then a ring of its own.
     launch_batch_of(*capture_ring);
-    capture_ring = std::make_shared<Ring>();
+    capture_ring = std::make_shared<Ring>(true);
   }
   std::shared_ptr<Ring>& ring = captured ? capture_ring : this_thread_ring();
   std::lock_guard<std::mutex> lock(ring->mu);
@@ -286,6 +303,7 @@ std::shared_ptr<Landing> snapshot_later(const at::Tensor& t, bool with_values, b
   l->dtype = t.scalar_type();
   l->sizes = t.sizes();
   l->with_values = with_values;
+  if (captured) captured_landings.push_back(l);
   // A dense tensor waits for the batch; its values, if printed, come with
   // its statistics where they are in order (contiguous).
   if (batched && plan->dense && (!with_values || t.is_contiguous())) {
@@ -313,12 +331,82 @@ void launch_batch() {
   launch_batch_of(*this_thread_ring());
 }
 
-void begin_capture() { capture_ring = std::make_shared<Ring>(); }
+namespace {
+
+// Captures, after the captured records' kernels, the merge of each one's
+// partials into one, in host memory that its Landing then points at: one
+// launch per stream and dtype (stats_kernels.cuh: merge_partials).
+void merge_captured(std::vector<std::shared_ptr<Landing>>& landings) {
+  landings.erase(std::remove_if(landings.begin(), landings.end(),
+                                [](const auto& l) { return !l->unsupported.empty() || !l->ring; }),
+                 landings.end());
+  if (landings.empty()) return;
+  std::stable_sort(landings.begin(), landings.end(), [](const auto& a, const auto& b) {
+    return a->stream != b->stream ? a->stream < b->stream : a->dtype < b->dtype;
+  });
+  // [jobs | each record's result: ticket, one partial, its values].
+  const int64_t jobs_bytes = round_up(static_cast<int64_t>(landings.size() * sizeof(MergeJob)));
+  int64_t bytes = jobs_bytes;
+  for (const auto& l : landings) bytes += result_bytes(Layout{1, l->layout.values_room});
+  auto* memory = static_cast<uint8_t*>(allocate(bytes, false));
+  const std::shared_ptr<void> merged(memory, [](void* m) { (void)cudaFreeHost(m); });
+  auto* jobs = reinterpret_cast<MergeJob*>(memory);
+  int64_t at = jobs_bytes;
+  for (size_t i = 0; i < landings.size(); ++i) {
+    Landing& l = *landings[i];
+    const Layout one{1, l.layout.values_room};
+    uint8_t* out = memory + at;
+    at += result_bytes(one);
+    const int64_t values = l.with_values ? l.numel * c10::elementSize(l.dtype) : 0;
+    jobs[i] = MergeJob{l.slot + partials_at(l.layout),
+                       l.layout.parts,
+                       out + partials_at(one),
+                       reinterpret_cast<unsigned long long*>(out),
+                       l.ticket,
+                       values ? l.slot + values_at(l.layout) : nullptr,
+                       out + values_at(one),
+                       values};
+    // Set now: no replay has run yet, and only replays read it.
+    *reinterpret_cast<unsigned long long*>(out) = 0;
+    l.slot = out;
+    l.layout = one;
+    l.parts_landed = 0;
+    l.merged = merged;
+  }
+  const DeviceMadeCurrent current(landings.front()->ring->device);
+  for (size_t first = 0, end = 0; first < landings.size(); first = end) {
+    const cudaStream_t stream = landings[first]->stream;
+    const at::ScalarType dtype = landings[first]->dtype;
+    while (end < landings.size() && landings[end]->stream == stream &&
+           landings[end]->dtype == dtype)
+      ++end;
+    AT_DISPATCH_V2(dtype, "aoti_debug_printer_device_stats", AT_WRAP([&] {
+                     launch_kernel(merge_partials<scalar_t>, static_cast<int64_t>(end - first),
+                                   kMergeThreads, stream, false,
+                                   static_cast<const MergeJob*>(jobs + first));
+                   }),
+                   AOTI_DEBUG_PRINTER_DTYPES);
+  }
+}
+
+}  // namespace
+
+void begin_capture() {
+  capture_ring = std::make_shared<Ring>(true);
+  captured_landings.clear();
+}
 
 void end_capture() {
   if (!capture_ring) return;
+  // Emptied however this ends.
+  struct Cleared {
+    ~Cleared() {
+      capture_ring.reset();  // the captured run's Landings keep its rings
+      captured_landings.clear();
+    }
+  } cleared;
   launch_batch_of(*capture_ring);
-  capture_ring.reset();  // the captured run's Landings keep its rings
+  merge_captured(captured_landings);
 }
 
 bool landed(const Landing& l) {

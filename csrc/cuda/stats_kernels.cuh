@@ -456,4 +456,50 @@ TensorStats stats_of(const Acc<key_t<T>>& r, int64_t numel,
   return s;
 }
 
+// A captured CUDA graph's records (graphs.h): every replay's blocks write
+// their partials into the capture's ring in device memory, and one block
+// per record merges them into a single partial, with the record's values,
+// in mapped host memory, then its ticket. The graph's host call then reads
+// one partial a record, not the hundreds a large tensor's blocks wrote.
+struct MergeJob {
+  const void* parts;  // `count` partials in device memory
+  long long count;
+  void* merged;  // one partial, in host memory
+  unsigned long long* ticket_at;
+  unsigned long long ticket;
+  const unsigned char* values_from;  // nullptr: no values
+  unsigned char* values_to;
+  long long values_bytes;
+};
+constexpr int kMergeThreads = 256;
+
+template <typename T>
+__global__ void __launch_bounds__(kMergeThreads) merge_partials(const MergeJob* jobs) {
+  using K = key_t<T>;
+  const MergeJob job = jobs[blockIdx.x];
+  const Acc<K>* parts = static_cast<const Acc<K>*>(job.parts);
+  Acc<K> a = empty_acc<K>();
+  for (long long i = threadIdx.x; i < job.count; i += blockDim.x) merge(a, parts[i]);
+  // Raw storage: a __shared__ array of a type with constructors is refused.
+  __shared__ alignas(16) unsigned char raw[kMergeThreads * sizeof(Acc<K>)];
+  Acc<K>* shared = reinterpret_cast<Acc<K>*>(raw);
+  shared[threadIdx.x] = a;
+  __syncthreads();
+  for (unsigned int s = blockDim.x / 2; s > 0; s /= 2) {
+    if (threadIdx.x < s) merge(shared[threadIdx.x], shared[threadIdx.x + s]);
+    __syncthreads();
+  }
+  for (long long i = threadIdx.x; i < job.values_bytes; i += blockDim.x)
+    job.values_to[i] = job.values_from[i];
+  if (threadIdx.x == 0) {
+    Acc<K> r = shared[0];
+    r.shift = parts[0].shift;  // the same in every partial
+    *static_cast<Acc<K>*>(job.merged) = r;
+  }
+  // Every thread's writes are seen by the host before the ticket.
+  __threadfence_system();
+  __syncthreads();
+  if (threadIdx.x == 0) *reinterpret_cast<volatile unsigned long long*>(job.ticket_at) = job.ticket;
+}
+
 }  // namespace aoti_debug_printer::device::detail
