@@ -1245,15 +1245,12 @@ TEST_CASE("a captured run writes all its records at each replay, with the replay
   capture.write_replay();
   capture.write_replay();
   // The host call only takes the statistics: the writer thread writes the
-  // records, with no flush from this thread.
+  // records, with no flush from this thread, and wait_for_replays returns
+  // once it has.
+  graphs::wait_for_replays();
+  std::istringstream lines(s.output());
   std::vector<std::string> got;
-  for (int waited_ms = 0; got.size() < 8 && waited_ms < 10000; waited_ms += 10) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    std::istringstream lines(s.output());
-    got.clear();
-    for (std::string line; std::getline(lines, line);) got.push_back(line);
-  }
-  flush_records();
+  for (std::string line; std::getline(lines, line);) got.push_back(line);
   REQUIRE(got.size() == 8);
   for (size_t i = 0; i < got.size(); ++i) {
     CHECK(got[i].find("\"replay\": " + std::to_string(i / 4) + ",") != std::string::npos);
