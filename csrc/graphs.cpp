@@ -51,7 +51,6 @@ Capture::Capture(const Settings& settings)
 Capture::~Capture() = default;
 
 void Capture::add(TensorRecord r, std::shared_ptr<device::Landing> landing) {
-  if (landing) ++landings_;
   items_.push_back({Item::Kind::Tensor, std::move(r), std::move(landing), {}, {}});
 }
 
@@ -120,7 +119,7 @@ void Capture::write_replay() noexcept {
     if (stopped_.load(std::memory_order_acquire)) return;
     const int64_t replay = replays_.fetch_add(1);
     std::vector<device::Snapshot> taken;
-    taken.reserve(landings_);
+    taken.reserve(items_.size());
     size_t count = items_.size();
     std::string trap_text, message;
     // (launch, argument) that held NaN/Inf before their kernel ran: the

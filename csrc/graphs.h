@@ -56,7 +56,6 @@ class Capture {
   bool json_ = false;
   bool trap_ = false;
   std::vector<Item> items_;  // not changed once the capture ends
-  size_t landings_ = 0;      // items with a landing
   // Replays run one at a time on the graph's stream, and CUDA calls a
   // graph's host nodes in order; atomic all the same.
   std::atomic<int64_t> replays_{0};
