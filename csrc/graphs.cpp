@@ -229,6 +229,11 @@ void end() {
   device::capture_host_call(&write_replay_of, c.get());
 }
 
+bool stop_pending() {
+  std::lock_guard<std::mutex> lock(stop_mu);
+  return !pending_stop.empty();
+}
+
 std::string take_stop() {
   std::lock_guard<std::mutex> lock(stop_mu);
   return std::exchange(pending_stop, {});

@@ -87,5 +87,7 @@ void wait_for_replays();
 // message, taken once, for the next run outside the graph to stop with
 // (shim.cpp); "" where none.
 std::string take_stop();
+// Whether take_stop has a message to give.
+bool stop_pending();
 
 }  // namespace aoti_debug_printer::graphs

@@ -5,6 +5,8 @@
 #include "device.h"
 #include "graphs.h"
 #include "guard.h"
+#include "job.h"
+#include "output.h"
 #include "save.h"
 #include "settings.h"
 #include "shim.h"
@@ -24,6 +26,24 @@ namespace py = pybind11;
 using namespace aoti_debug_printer;
 
 namespace {
+
+// See begin_capturable below.
+struct Capturable {
+  explicit Capturable(bool began) : began(began) {}
+  Capturable(const Capturable&) = delete;
+  Capturable& operator=(const Capturable&) = delete;
+  ~Capturable() {
+    if (!began) return;
+    try {
+      end_capturable();
+    } catch (const std::exception& e) {
+      report_error(std::string("the end of a captured part of a run: ") + e.what());
+    } catch (...) {
+      report_error("the end of a captured part of a run: unknown exception");
+    }
+  }
+  const bool began;  // a capture, which this part's end ends
+};
 
 py::object scalar_to_py(const std::optional<c10::Scalar>& s) {
   if (!s) return py::none();
@@ -164,14 +184,40 @@ PYBIND11_MODULE(_C, m) {
   m.def(
       "begin_run",
       [](bool with_end, const std::string& inductor_config, const std::string& sources) {
-        begin_run(with_end);
-        compiled_with(inductor_config);
-        sources::set(sources.c_str());
+        std::string stopped;
+        {
+          py::gil_scoped_release no_gil;
+          begin_run(with_end);
+          compiled_with(inductor_config);
+          sources::set(sources.c_str());
+          // The JIT wrapper's runs whose kernels a CUDA graph replays run no
+          // launch event outside it: the trap's stop comes here.
+          stopped = stop_for_an_earlier_replay();
+          if (!stopped.empty()) job::stopped(settings_now(), stopped);
+        }
+        if (!stopped.empty()) throw std::runtime_error("aoti-debug-printer: " + stopped);
       },
       py::arg("with_end") = false, py::arg("inductor_config") = "", py::arg("sources") = "",
       "Start a new run on this thread (with_end: end_run will end it, and CUDA records may wait "
       "for their statistics until then; inductor_config: the digest of the config its program "
-      "was compiled with; sources: where its nodes came from, see aoti_debug_printer_sources).");
+      "was compiled with; sources: where its nodes came from, see aoti_debug_printer_sources). "
+      "Raises RuntimeError where the trap fired at a replay of a captured CUDA graph since.");
+  // The object's end is the capturable part's: the generated function holds
+  // it in a local, which CPython drops as the function returns, while the
+  // graph is still being captured. (A line before each return would need a
+  // hook in Inductor's wrapper, which none of its releases has.)
+  py::class_<Capturable>(m, "Capturable",
+                         "A part of the run that a CUDA graph may capture; see begin_capturable.");
+  m.def(
+      "begin_capturable",
+      [] {
+        py::gil_scoped_release no_gil;
+        return std::make_unique<Capturable>(begin_capturable());
+      },
+      "Begin a part of this thread's run that a CUDA graph may capture (a function of the JIT "
+      "wrapper that cudagraph trees capture). Where the current stream is capturing, its records "
+      "are captured, and the returned object's end captures the host call that writes them at "
+      "each replay; elsewhere nothing happens.");
   m.def(
       "end_run",
       [] {

@@ -93,17 +93,42 @@ void begin_run(bool with_end) {
 
 void compiled_with(const std::string& inductor_config) { state.inductor_config = inductor_config; }
 
+namespace {
+// Where this thread's records go to a capture: it ends, and nothing waits
+// to be written (the replays write the records).
+bool end_capture() {
+  if (!graphs::capturing()) return false;
+  release_held_records();
+  graphs::end();
+  return true;
+}
+}  // namespace
+
 void end_run() {
   state.run_has_end = false;
   state.records_end_follows = false;
   state.reads.end();
-  if (graphs::capturing()) {
-    // Nothing waits to be written: the replays write the records.
-    release_held_records();
-    graphs::end();
-    return;
-  }
-  flush_records();
+  if (!end_capture()) flush_records();
+}
+
+bool begin_capturable() {
+  if (runtime_level() == Level::Off || graphs::capturing() || !device::capturing()) return false;
+  graphs::begin(settings_now());
+  return true;
+}
+
+void end_capturable() { end_capture(); }
+
+std::string stop_for_an_earlier_replay() {
+  // The CUDA query last: runs mostly have no stop pending.
+  if (runtime_level() == Level::Off || graphs::capturing() || !graphs::stop_pending()) return "";
+  const Settings& settings = settings_now();
+  if (!settings.rank_selected() || device::capturing()) return "";
+  std::string stopped = graphs::take_stop();
+  if (stopped.empty()) return "";
+  const std::string message = "stopped for an earlier replay of a captured CUDA graph: " + stopped;
+  report_stop(settings.output, message);
+  return message;
 }
 
 namespace {
@@ -161,12 +186,7 @@ std::string launch_and_check(Level compiled, Phase phase, const std::string& ker
   // A replay of a captured graph whose kernel made NaN/Inf could not stop:
   // the first run of this thread outside a graph does.
   if (phase == Phase::BeforeLaunch && state.launch == 0 && !captured) {
-    if (std::string stopped = graphs::take_stop(); !stopped.empty()) {
-      const std::string message =
-          "stopped for an earlier replay of a captured CUDA graph: " + stopped;
-      report_stop(settings.output, message);
-      return message;
-    }
+    if (std::string stopped = stop_for_an_earlier_replay(); !stopped.empty()) return stopped;
   }
   const bool json = settings.format == Format::Jsonl;
   const bool names_level = level == Level::KernelNames;

@@ -16,6 +16,20 @@ namespace aoti_debug_printer {
 // `with_end`: end_run will end the run (see aoti_debug_printer_begin_run_with_end).
 void begin_run(bool with_end = false);
 void end_run();
+// A part of this thread's run that a CUDA graph may capture: a function of
+// the JIT wrapper that cudagraph trees capture (a graph partition's, or the
+// whole call). Where the current stream is capturing, its records go to a
+// capture until end_capturable, which captures the host call that writes
+// them at each replay (graphs.h); elsewhere both do nothing. Returns
+// whether a capture began: one already begun (a subgraph's function called
+// inside a partition's) goes on, and only its own part ends it.
+bool begin_capturable();
+void end_capturable();
+// What the trap found at a replay of a captured CUDA graph, which the graph
+// could not stop, for this run to stop with: the message, reported on the
+// output, taken once; "" where none, where the printer is off or this
+// rank unselected, or while the current stream is capturing.
+std::string stop_for_an_earlier_replay();
 // The end of the last launch event's records (AOTI_DEBUG_PRINTER_RECORDS_END):
 // the statistics they left in the device's batch are launched.
 void records_end();

@@ -1,8 +1,10 @@
-"""CUDA graphs: a package captured with torch.cuda.graph and replayed, with
-the printer on. Each replay writes the records that the same inputs write
-outside the graph, with the replay's index, and the NaN/Inf trap names the
-kernel at the replay whose input made the NaN (test/graph_replay.py runs
-the package; docs/cuda.md says what runs inside a graph)."""
+"""CUDA graphs: a package captured with torch.cuda.graph and replayed, and
+a model compiled by torch.compile(mode="reduce-overhead"), with the printer
+on. Each replay writes the records that the same inputs write outside the
+graph, with the replay's index, and the NaN/Inf trap names the kernel at
+the replay whose input made the NaN (test/graph_replay.py runs the package,
+test/jit_graph_replay.py the compiled model; docs/cuda.md says what runs
+inside a graph)."""
 
 from __future__ import annotations
 
@@ -20,12 +22,14 @@ pytestmark = [pytest.mark.gpu, pytest.mark.xdist_group("graphs")]
 HERE = Path(__file__).resolve().parent
 
 
-def replay(path: Path, model: str, second: str, tmp_path: Path, **env: str):
-    """graph_replay.py's result, the records written to the output and to
-    the dump's manifest, and its stderr."""
+def replay(path: Path | None, model: str, second: str, tmp_path: Path, **env: str):
+    """graph_replay.py's result (jit_graph_replay.py's without a package),
+    the records written to the output and to the dump's manifest, and its
+    stderr."""
     out, dump = tmp_path / "records.jsonl", tmp_path / "dump"
+    script = [HERE / "graph_replay.py", path] if path else [HERE / "jit_graph_replay.py"]
     done = subprocess.run(
-        [sys.executable, HERE / "graph_replay.py", path, model, second],
+        [sys.executable, *script, model, second],
         capture_output=True,
         text=True,
         timeout=300,
@@ -113,5 +117,57 @@ def test_the_trap_names_the_kernel_at_the_replay_whose_input_makes_nan(package, 
     assert not [r for r in by[(trap.run, 0)] if getattr(r, "stats", None) and r.stats.nan]
     # Nothing of replay 1 after the trap: a run outside a graph stops there.
     assert by[(trap.run, 1)][-1] == trap
+    assert f"made NaN/Inf in {trap.arg} at replay 1 of a captured CUDA graph" in stderr
+    assert "stopped for an earlier replay of a captured CUDA graph" in stderr
+
+
+def kernel_records(recs: list) -> list:
+    return [r for r in recs if r.phase is not schema.Phase.MODEL_INPUT]
+
+
+def test_reduce_overhead_replays_write_what_the_same_inputs_write_without_graphs(tmp_path):
+    """cudagraph trees capture the graph partition's function: its records
+    are captured, and each replay writes them; the call records its model
+    inputs outside the graph, at every call."""
+    result, recs, _, stderr = replay(
+        None, "mlp", "scale", tmp_path, AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER="2"
+    )
+    assert result == {"a": True, "b": True, "after": "ran", "again": "ran"}
+    by = runs(recs)
+    eager = sorted(k for k in by if k[1] < 0)
+    replays = sorted(k for k in by if k[1] >= 0)
+    # Without graphs A and B; with them the warm-up (run eagerly), then the
+    # call captured (replay 0) and each call after it, which replays.
+    assert [k[1] for k in replays] == [0, 1, 2, 3] and len({k[0] for k in replays}) == 1
+    plain_a, plain_b, warm_up, captured = eager[:4]
+    assert captured[0] == replays[0][0]
+    assert_same(by[warm_up], by[plain_a])
+    assert_same(by[replays[0]], kernel_records(by[plain_a]))
+    assert_same(by[replays[1]], kernel_records(by[plain_b]))
+    assert_same(by[replays[2]], kernel_records(by[plain_a]))
+    # Every call records its inputs, outside the graph: the calls that replay too.
+    inputs = [k for k in eager if by[k] and not kernel_records(by[k])]
+    assert len(inputs) == 4, eager
+    assert "captured into a CUDA graph" in stderr
+
+
+def test_reduce_overhead_trap_names_the_kernel_and_stops_the_next_call(tmp_path):
+    result, recs, saved, stderr = replay(
+        None,
+        "sqrt_of_product",
+        "negate",
+        tmp_path,
+        AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER="2",
+        AOTI_DEBUG_PRINTER_TRAP="1",
+    )
+    # Replay 1 made NaN, which the graph could not stop: the next call
+    # stops before its graph replays; the one after it runs.
+    assert result == {"a": True, "b": True, "after": "stopped", "again": "ran"}
+    (trap,) = [r for r in recs if isinstance(r, schema.TrapRecord)]
+    assert trap.replay == 1 and "sqrt" in trap.kernel and trap.nan > 0, trap
+    assert [r for r in saved if isinstance(r, schema.TrapRecord)] == [trap]
+    by = runs(recs)
+    assert by[(trap.run, 1)][-1] == trap
+    assert (trap.run, 2) not in by and (trap.run, 3) not in by
     assert f"made NaN/Inf in {trap.arg} at replay 1 of a captured CUDA graph" in stderr
     assert "stopped for an earlier replay of a captured CUDA graph" in stderr

@@ -90,3 +90,43 @@ def test_custom_op_in_the_jit_wrappers_is_recorded(records, cpp_wrapper):
     torch._dynamo.reset()
     torch.testing.assert_close(got, model(x, s))
     custom_op_output_record(records(), x, s)
+
+
+@pytest.mark.parametrize("kept_in_call", [None, "extern"], ids=["all_partitioned", "mm_in_call"])
+def test_graph_partitions_write_the_records_of_the_unpartitioned_call(
+    records, monkeypatch, kept_in_call
+):
+    """With CUDA graphs (mode="reduce-overhead"), Inductor puts a graph's
+    kernels into partition functions, which cudagraph trees capture, and
+    leaves the rest in the call. Here CPU kernels are partitioned as GPU
+    kernels would be: the records are those of the unpartitioned call, in
+    one run that the call begins, with each model input recorded once."""
+    from torch._inductor import scheduler
+
+    x, w = torch.randn(4, 8), torch.randn(8, 3)
+
+    def run(partitioned: bool) -> list[dict]:
+        torch._dynamo.reset()
+        aoti_debug_printer.install()
+        with torch._inductor.config.patch({"aot_inductor.debug_intermediate_value_printer": "2"}):
+            with monkeypatch.context() as m:
+                if partitioned:
+                    m.setattr(
+                        scheduler.Scheduler,
+                        "should_partition",
+                        lambda self, node: "kept" if kept_in_call in str(node.node) else None,
+                    )
+                got = torch.compile(f, dynamic=False)(x, w, 2.0)
+        torch.testing.assert_close(got, f(x, w, 2.0))
+        torch._dynamo.reset()
+        return [r for r in records() if r["event"] == "tensor"]
+
+    def key(r: dict) -> dict:
+        return {k: v for k, v in r.items() if k not in ("run", "pid", "process", "thread")}
+
+    unpartitioned = run(False)
+    both = run(True)
+    partitioned = both[len(unpartitioned) :]
+    assert [key(r) for r in partitioned] == [key(r) for r in unpartitioned]
+    assert len({r["run"] for r in partitioned}) == 1
+    assert [r["arg"] for r in partitioned if r["phase"] == "model_input"] == ["arg0_1", "arg1_1"]

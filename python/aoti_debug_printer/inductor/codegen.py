@@ -449,14 +449,43 @@ class DebugPrinterManager:
     def _start_python_run(self, wrapper) -> None:
         """The Python wrapper has no input-unpacking hook: the run starts at
         the end of its prefix, where the inputs are unpacked. (Never insert
-        into wrapper.lines: Inductor may be iterating over it right now.)"""
+        into wrapper.lines: Inductor may be iterating over it right now.)
+
+        A function that CUDA graphs may capture holds a capturable part of
+        the run from here on (begin_capturable): the call itself, when
+        cudagraph trees capture it whole; with graph partitions
+        (`graph_partition`), each partition's function, which they capture
+        instead. A partition's function starts no run: its caller's printer
+        starts it in the call, with the model inputs' records, once."""
         from torch._inductor import config
         from torch._inductor.virtualized import V
 
         self._run_started = True
+        if _is_graph_partition(wrapper):
+            caller = wrapper.parent_wrapper
+            printer = getattr(caller, "debug_printer", None)
+            if isinstance(printer, DebugPrinterManager) and not printer._run_started:
+                printer._start_python_run(caller)
+            wrapper.writeline(PYTHON.begin_capturable())
+            return
         inputs = [n for n in getattr(V.graph, "graph_input_names", []) if _IDENTIFIER.match(n)]
+        starts = self._run_start_lines(inputs)
+        partitioned = getattr(config, "graph_partition", False)
+        if not partitioned and not _is_subgraph(wrapper):
+            starts.insert(1, PYTHON.begin_capturable())
         # The prefix's body indent, as write_launcher_fn_call_get_indent sets it.
-        indent = 2 if getattr(config, "graph_partition", False) else 1
+        indent = 2 if partitioned and not _is_subgraph(wrapper) else 1
         with wrapper.prefix.indent(indent):
-            for start in self._run_start_lines(inputs):
+            for start in starts:
                 wrapper.prefix.writeline(start)
+
+
+def _is_subgraph(wrapper) -> bool:
+    """A function of its own in the wrapper's module (a graph partition's, a
+    higher-order op's subgraph): not the call."""
+    return getattr(wrapper, "parent_wrapper", None) is not None
+
+
+def _is_graph_partition(wrapper) -> bool:
+    """A graph partition's function, which cudagraph trees capture."""
+    return _is_subgraph(wrapper) and getattr(wrapper, "partition_signatures", None) is not None

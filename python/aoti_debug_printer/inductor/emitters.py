@@ -17,6 +17,8 @@ from .provenance import Held
 OUTPUT_HANDLE = re.compile(r"&((buf[0-9]+)_handle)\Z")
 # How the Python wrapper refers to our module.
 _PY_MODULE = "_aoti_debug_printer"
+# The local that holds a capturable part of the run (begin_capturable).
+_CAPTURABLE = "_aoti_debug_printer_capturable"
 
 
 @cache
@@ -167,6 +169,11 @@ class _PythonEmitter(Emitter):
 
     def launch(self, level: int, phase: int, kernel: str, flags: int) -> str:
         return f"{_PY_MODULE}.launch({level}, {phase}, {kernel!r}, {flags})"
+
+    def begin_capturable(self) -> str:
+        """The line that begins a part of the run a CUDA graph may capture:
+        the local it sets ends the part as the function returns."""
+        return f"{_CAPTURABLE} = {_PY_MODULE}.begin_capturable()"
 
     def record(self, level, phase, kernel, arg, held=None) -> str:
         extra = (
