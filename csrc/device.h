@@ -72,6 +72,16 @@ void end_capture();
 // `fn(arg)` on a CUDA thread, after the work captured before it, at each
 // replay. `fn` must make no CUDA call.
 void capture_host_call(void (*fn)(void*), void* arg);
+// Level 1 inside a CUDA graph: captures a copy of every byte of `t`'s
+// memory its strides reach, from its first element, into pinned host
+// memory that `host` keeps (at::empty_strided's size for `t`'s sizes and
+// strides). The graph copies them again at each replay, before a host call
+// captured after it. For a strided CUDA tensor with elements.
+struct CapturedCopy {
+  std::shared_ptr<void> host;
+  int64_t bytes = 0;
+};
+CapturedCopy capture_copy(const at::Tensor& t);
 
 // Waits for the current stream of the current device and returns CUDA's
 // error state as "cudaErrorName: description", or "" when all is well or no

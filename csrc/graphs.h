@@ -2,9 +2,10 @@
 // library's host code when the graph replays. So its records are taken at
 // capture, as device work and a host call captured into the graph: each
 // tensor's statistics kernel lands its results in slots of the capture's
-// own pinned ring (device.h), and the run's end captures one host call
-// that, at each replay, writes that replay's records, with its index, and
-// fires the NaN/Inf trap where a kernel made NaN/Inf in it.
+// own ring (device.h), or, at level 1, a copy of the tensor lands in pinned
+// memory; the run's end captures one host call that, at each replay,
+// writes that replay's records, with its index, and fires the NaN/Inf trap
+// where a kernel made NaN/Inf in it.
 #pragma once
 
 #include "device.h"
@@ -14,6 +15,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,7 +33,11 @@ class Capture {
   // (level 3); a scalar.
   void add(TensorRecord r, std::shared_ptr<device::Landing> landing);
   void add_launch(const Where& where);
-  void add_scalar(const Where& where, const char* type, const std::string& value);
+  void add_scalar(const Where& where, const char* type, const std::string& value,
+                  bool saved = false);
+  // Level 1's record: saved to the dump at each replay, from the copy its
+  // replays fill (none: only its manifest line, as `r` is).
+  void add_saved(TensorRecord r, std::optional<device::CapturedCopy> copy);
   // One replay, which the graph's host call runs after the replay's
   // kernels (it makes no CUDA call): the replay's records, with its index
   // from 0. The call only takes their statistics from the landings; the
@@ -41,17 +47,22 @@ class Capture {
   // the trap on, the first value a kernel made NaN/Inf in (or a model input
   // that holds them) ends the replay's records with the trap's, written
   // before the call returns, noted in the dump, and left for take_stop; the
-  // later replays write nothing.
+  // later replays write nothing. Level 1's copies are taken into host
+  // memory by the call, and saved by the writer thread.
   void write_replay() noexcept;
-  // Replays taken but not yet written, over every capture.
+  // Replays taken but not yet written, over every capture, and the bytes
+  // of their level-1 copies.
   static constexpr int64_t kMostUnwritten = 64;
+  static constexpr int64_t kMostUnwrittenBytes = int64_t{1} << 30;
 
  private:
   struct Item;
   class Replay;
   // The text of the replay's first `count` items, `taken` holding the
-  // statistics of those with a landing, in order.
-  std::string replay_text(int64_t replay, std::vector<device::Snapshot>& taken, size_t count) const;
+  // statistics of those with a landing, in order; `copies` the host copies
+  // of the saved ones with a copy, which it saves to the dump.
+  std::string replay_text(int64_t replay, std::vector<device::Snapshot>& taken,
+                          const std::vector<at::Tensor>& copies, size_t count) const;
   std::string output_, dump_dir_;
   bool json_ = false;
   bool trap_ = false;
@@ -67,13 +78,14 @@ class Capture {
 bool capturing();
 // A run that will be ended begins: where the current stream is capturing,
 // this thread's records go to the capture until end(). What cannot run
-// inside a graph (level 1's saving, the write guard, the sync after
-// kernels) is said once per process, and left out.
+// inside a graph (the write guard, the sync after kernels) is said once
+// per process, and left out.
 void begin(const Settings& settings);
 // The captured run's records (Capture's).
 void add(TensorRecord r, std::shared_ptr<device::Landing> landing);
 void add_launch(const Where& where);
-void add_scalar(const Where& where, const char* type, const std::string& value);
+void add_scalar(const Where& where, const char* type, const std::string& value, bool saved);
+void add_saved(TensorRecord r, std::optional<device::CapturedCopy> copy);
 // The captured run ends: the host call that writes its records at each
 // replay is captured. Its records, landings and rings are kept for the
 // process's life, since the graph may be replayed until then.

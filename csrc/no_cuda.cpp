@@ -61,6 +61,10 @@ void capture_host_call(void (*)(void*), void*) {
   TORCH_CHECK(false, "aoti-debug-printer was built without CUDA");
 }
 
+CapturedCopy capture_copy(const at::Tensor&) {
+  TORCH_CHECK(false, "aoti-debug-printer was built without CUDA");
+}
+
 std::string check_current_stream() { return ""; }
 
 int bind_context() { return -1; }

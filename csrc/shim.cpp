@@ -360,11 +360,25 @@ TensorStats write_record(Action action, const Settings& settings, Where& where, 
 }
 
 // A record of a run being captured into a CUDA graph: its statistics
-// kernel captured, its text made at each replay (graphs.h). Level 1's
-// snapshot would need a copy to the host: printed instead.
-void record_captured(const Settings& settings, Where&& where, const at::Tensor& t,
+// kernel captured, its text made at each replay (graphs.h); level 1's copy
+// of the tensor captured, saved at each replay.
+void record_captured(Action action, const Settings& settings, Where&& where, const at::Tensor& t,
                      bool unwritten_output) {
   Contents none;
+  if (action == Action::Save) {
+    if (unwritten_output) {
+      none.stats.unsupported = "output, not yet written: no statistics";
+      graphs::add_saved(describe(std::move(where), t, none), std::nullopt);
+    } else if (device::computes_stats_on(t)) {
+      // An empty tensor is saved too, from no copy.
+      graphs::add_saved(describe(std::move(where), t, Contents{}),
+                        t.numel() > 0 ? device::capture_copy(t) : device::CapturedCopy{});
+    } else {
+      none.stats.unsupported = "not saved: inside a captured CUDA graph only a CUDA tensor is";
+      graphs::add_saved(describe(std::move(where), t, none), std::nullopt);
+    }
+    return;
+  }
   if (unwritten_output) {
     none.stats.unsupported = "output, not yet written: no statistics";
   } else if (can_record_later(t, settings.max_values)) {
@@ -437,7 +451,7 @@ Stop record_and_check(Level compiled, Phase phase, Role given_role, const at::Te
     return {};
   }
   if (captured) {
-    record_captured(settings, std::move(where), *t, unwritten_output);
+    record_captured(action, settings, std::move(where), *t, unwritten_output);
     return {};
   }
   // Only a run that will end may leave records waiting, and only when neither
@@ -504,7 +518,7 @@ void record_scalar(Level compiled, const Where& where, const char* type, const s
   const Settings& settings = settings_now();
   if (!settings.rank_selected()) return;
   if (graphs::capturing()) {
-    graphs::add_scalar(where, type, value);
+    graphs::add_scalar(where, type, value, action == Action::Save);
     return;
   }
   if (action == Action::Save) {

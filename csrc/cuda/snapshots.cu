@@ -8,6 +8,7 @@
 #include "cuda/stats_kernels.cuh"
 
 #include <ATen/Dispatch_v2.h>
+#include <ATen/EmptyTensor.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -407,6 +408,20 @@ void end_capture() {
   } cleared;
   launch_batch_of(*capture_ring);
   merge_captured(captured_landings);
+}
+
+CapturedCopy capture_copy(const at::Tensor& t) {
+  TORCH_CHECK(t.is_cuda() && t.layout() == at::kStrided && t.numel() > 0,
+              "a captured copy needs a strided CUDA tensor with elements");
+  CapturedCopy copy;
+  copy.bytes = static_cast<int64_t>(
+      at::detail::computeStorageNbytes(t.sizes(), t.strides(), t.element_size()));
+  copy.host.reset(allocate(copy.bytes, false), [](void* m) { (void)cudaFreeHost(m); });
+  const DeviceMadeCurrent current(t.device().index());
+  C10_CUDA_CHECK(cudaMemcpyAsync(copy.host.get(), t.const_data_ptr(), copy.bytes,
+                                 cudaMemcpyDeviceToHost,
+                                 c10::cuda::getCurrentCUDAStream(t.device().index()).stream()));
+  return copy;
 }
 
 bool landed(const Landing& l) {

@@ -1313,3 +1313,43 @@ TEST_CASE("the trap at a captured run's replay names the kernel once, and the ne
         std::string::npos);
   CHECK(graphs::take_stop().empty());
 }
+
+TEST_CASE("level 1 in a captured run saves each replay's copy, with the replay's index",
+          "[Capture::write_replay]") {
+  using namespace aoti_debug_printer;
+  Scratch s;
+  graphs::Capture capture(settings_now());
+  const at::Tensor t = at::arange(4, at::kFloat);
+  // Where the graph's copy lands at each replay (pinned memory on a GPU).
+  const auto bytes = static_cast<int64_t>(t.nbytes());
+  const std::shared_ptr<void> landed(std::malloc(bytes), std::free);
+  std::memcpy(landed.get(), t.const_data_ptr(), bytes);
+  Where launch = captured_record(Phase::AfterLaunch, "", t).where;
+  capture.add_saved(captured_record(Phase::BeforeLaunch, "unwritten", t), std::nullopt);
+  capture.add_saved(captured_record(Phase::AfterLaunch, "out", t),
+                    device::CapturedCopy{landed, bytes});
+  capture.add_scalar(launch, "int64", "7", true);
+  capture.write_replay();
+  // The host call copied replay 0's: the next replay's copy changes nothing of it.
+  std::memcpy(landed.get(), (t * 10).const_data_ptr(), bytes);
+  capture.write_replay();
+  graphs::wait_for_replays();
+  CHECK(s.output().empty());  // level 1 writes to the dump only
+  std::istringstream lines(slurp(s.dump / "manifest.jsonl"));
+  std::vector<std::string> got;
+  for (std::string line; std::getline(lines, line);)
+    if (line.find("\"event\": \"environment\"") == std::string::npos) got.push_back(line);
+  REQUIRE(got.size() == 6);
+  for (size_t i = 0; i < got.size(); ++i)
+    CHECK(got[i].find("\"replay\": " + std::to_string(i / 3) + ",") != std::string::npos);
+  CHECK(got[0].find("\"file\"") == std::string::npos);
+  CHECK(got[1].find("\"file\": \"") != std::string::npos);
+  CHECK(got[1].find("\"max\": 3,") != std::string::npos);
+  CHECK(got[4].find("\"max\": 30,") != std::string::npos);
+  CHECK(got[2].find("\"value\": \"7\"") != std::string::npos);
+  // Each replay's snapshot is a file of its own.
+  int64_t files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(s.dump))
+    files += e.path().extension() == ".pt";
+  CHECK(files == 2);
+}
