@@ -17,10 +17,10 @@
    into a fresh directory and synced to the disk, its bytes per second
    against one sequential write to the same disk;
 3. with --graphs, each model captured in a CUDA graph and replayed
-   (GRAPH_ROWS): the printer off, level 2, level 2 with the trap, each
-   replay's time and its ratio to the printer off, and where the time
-   goes: the printer's own kernels' GPU time in a replay, and the bytes
-   written.
+   (GRAPH_ROWS): the printer off, level 2, level 2 with the trap, level 1
+   saving to the disk, each replay's time and its ratio to the printer off,
+   and where the time goes: the printer's own kernels' GPU time in a
+   replay, and the bytes written.
 
     python bench/bench_gpu.py [--sizes-mib 0.0625 64 256 1024] [--runs 20] [--models ...]
         [--graphs resnet18 gpt2 [--replays 200]] [--profile]
@@ -263,6 +263,9 @@ GRAPH_ROWS = {
     "graph, printer off": ("0", {}),
     "graph, level 2": ("2", {}),
     "graph, level 2, trap": ("2", {"AOTI_DEBUG_PRINTER_TRAP": "1"}),
+    # The level-2 package switched to level 1 at run time: every tensor saved
+    # at every replay, so a tenth of the replays (the disk holds them all).
+    "graph, level 1 (disk)": ("2", {"AOTI_DEBUG_PRINTER_LEVEL": "1"}),
 }
 
 
@@ -293,9 +296,11 @@ def bench_graphs(model_names: list[str], replays: int) -> None:
             for row, (level, env) in GRAPH_ROWS.items():
                 out = Path(tmp) / f"{m}-{level}-records.txt"
                 dump = Path(tmp) / f"{m}-{level}-dump"
+                saving = env.get("AOTI_DEBUG_PRINTER_LEVEL") == "1"
+                runs = max(replays // 10, 5) if saving else replays
                 child = subprocess.run(
                     [sys.executable, __file__, "--time-graph", paths[(m, level)]]
-                    + ["--models", m, "--runs", str(replays)],
+                    + ["--models", m, "--runs", str(runs)],
                     env={
                         **os.environ,
                         "AOTI_DEBUG_PRINTER_OUTPUT": str(out),
@@ -336,7 +341,13 @@ def time_graph(package: str, model_name: str, replays: int) -> dict:
     torch.cuda.synchronize()
     _C.wait_for_replays()
     out = Path(os.environ["AOTI_DEBUG_PRINTER_OUTPUT"])
-    before = out.stat().st_size if out.exists() else 0
+    dump = Path(os.environ["AOTI_DEBUG_PRINTER_DUMP_DIR"])
+
+    def written_so_far() -> int:  # the records' text, and level 1's files
+        files = [out, *dump.glob("*")] if dump.exists() else [out]
+        return sum(f.stat().st_size for f in files if f.is_file())
+
+    before = written_so_far()
     rounds = []
     for _ in range(3):
         start = time.perf_counter()
@@ -345,7 +356,7 @@ def time_graph(package: str, model_name: str, replays: int) -> dict:
         torch.cuda.synchronize()
         _C.wait_for_replays()  # the writer thread's part of each replay too
         rounds.append((time.perf_counter() - start) / replays * 1e6)
-    written = (out.stat().st_size if out.exists() else 0) - before
+    written = written_so_far() - before
     activities = [torch.profiler.ProfilerActivity.CUDA]
     with torch.profiler.profile(activities=activities) as prof:
         for _ in range(5):
