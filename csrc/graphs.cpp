@@ -65,7 +65,8 @@ Capture::Capture(const Settings& settings)
     : output_(settings.output),
       dump_dir_(settings.dump_dir),
       json_(settings.format == Format::Jsonl),
-      trap_(settings.trap) {}
+      trap_(settings.trap),
+      trap_nan_only_(settings.trap_nan_only) {}
 
 Capture::~Capture() = default;
 
@@ -196,7 +197,7 @@ void Capture::write_replay() noexcept {
         }
       }
       if (!trap_ || !item.record.defined || !stats->unsupported.empty() ||
-          trap::non_finite(*stats) == 0)
+          trap::fires_on(*stats, trap_nan_only_) == 0)
         continue;
       Where w = item.record.where;
       w.replay = replay;
@@ -218,7 +219,7 @@ void Capture::write_replay() noexcept {
           note_finding_in_dump(dump_dir_, format_trap(w, *stats, what, {}, true));
       const std::string at = " at replay " + std::to_string(replay) + " of a captured CUDA graph";
       message =
-          trap::stop_message(w) + at +
+          trap::stop_message(w) + at + trap::where_only_infinities(*stats) +
           (input ? ""
                  : repro + ", run outside the graph; this graph's later replays write no records");
       break;

@@ -66,6 +66,7 @@ class Capture {
   std::string output_, dump_dir_;
   bool json_ = false;
   bool trap_ = false;
+  bool trap_nan_only_ = false;
   std::vector<Item> items_;  // not changed once the capture ends
   // Replays run one at a time on the graph's stream, and CUDA calls a
   // graph's host nodes in order; atomic all the same.

@@ -177,8 +177,13 @@ const std::vector<OptionInfo>& table() {
        },
        [](const S& s) { return s.kernels; }},
       {"trap", "AOTI_DEBUG_PRINTER_TRAP", "",
-       "stop at the first kernel whose outputs gain NaN or Inf (levels 1 and 2)",
-       [](S& s, V v) { s.trap = flag("trap", v); }, [](const S& s) { return on_off(s.trap); }},
+       "stop at the first kernel whose outputs gain NaN or Inf (levels 1 and 2); nan: NaN only "
+       "(an attention mask's -inf is made on purpose)",
+       [](S& s, V v) {
+         s.trap_nan_only = v == "nan";
+         s.trap = s.trap_nan_only || flag("trap", v);
+       },
+       [](const S& s) { return s.trap_nan_only ? std::string("nan") : on_off(s.trap); }},
       {"guard", "AOTI_DEBUG_PRINTER_GUARD", "",
        "0 off; 1 stop at a kernel that writes where it must not (levels 1 and 2); "
        "2 also name the kernel that overwrote a buffer (slow)",

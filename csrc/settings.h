@@ -85,8 +85,10 @@ struct Settings {
   std::string kernels;
   std::vector<std::string> kernel_patterns;
   // AOTI_DEBUG_PRINTER_TRAP=1: stop at the first kernel whose outputs gain
-  // NaN or Inf (levels 1 and 2), and at model inputs that hold them.
+  // NaN or Inf (levels 1 and 2), and at model inputs that hold them; =nan:
+  // NaN only (an attention mask's -inf is made on purpose).
   bool trap = false;
+  bool trap_nan_only = false;
   // AOTI_DEBUG_PRINTER_GUARD (levels 1 and 2): 1 stops at a kernel that
   // changes an argument it only reads, and at a buffer whose value changed
   // between the kernel that wrote it and the next that reads it; 2 also

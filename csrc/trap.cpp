@@ -4,7 +4,9 @@
 
 namespace aoti_debug_printer::trap {
 
-int64_t non_finite(const TensorStats& s) { return s.nan + s.pos_inf + s.neg_inf; }
+int64_t fires_on(const TensorStats& s, bool nan_only) {
+  return nan_only ? s.nan : s.nan + s.pos_inf + s.neg_inf;
+}
 
 std::string what_fired(const Where& where) {
   return where.phase == Phase::ModelInput
@@ -19,19 +21,29 @@ std::string stop_message(const Where& where) {
                    ") made NaN/Inf in " + where.arg;
 }
 
+std::string where_only_infinities(const TensorStats& stats) {
+  // Attention masks are made of -inf on purpose: the one switch that lets
+  // such a model run, said where it would.
+  return stats.nan == 0 ? " (infinities only; where they are meant, as an attention mask's -inf, "
+                          "AOTI_DEBUG_PRINTER_TRAP=nan traps NaN only)"
+                        : "";
+}
+
 std::string check(const Settings& settings, const Where& where, const TensorStats& stats,
                   std::vector<WatchedArg>& watched) {
-  if (non_finite(stats) == 0) return "";
+  if (fires_on(stats, settings.trap_nan_only) == 0) return "";
   const bool json = settings.format == Format::Jsonl;
   if (where.phase == Phase::ModelInput) {
     emit(settings.output, format_trap(where, stats, what_fired(where), {}, json));
-    return stop_message(where);
+    return stop_message(where) + where_only_infinities(stats);
   }
   if (where.phase != Phase::AfterLaunch) return "";
   // Blame the kernel only for values it made: the argument was finite
   // before launch, or was not an argument then (an output).
   for (const WatchedArg& a : watched) {
-    if (a.name == where.arg && a.host.defined() && non_finite(compute_stats(a.host)) > 0) return "";
+    if (a.name == where.arg && a.host.defined() &&
+        fires_on(compute_stats(a.host), settings.trap_nan_only) > 0)
+      return "";
   }
   save_watched(settings.dump_dir, where, watched);
   std::vector<TensorRecord> inputs;
@@ -46,7 +58,7 @@ std::string check(const Settings& settings, const Where& where, const TensorStat
   emit(settings.output, format_trap(where, stats, what, inputs, json, files));
   const std::string repro =
       note_finding_in_dump(settings.dump_dir, format_trap(where, stats, what, inputs, true, files));
-  const std::string message = stop_message(where) + repro;
+  const std::string message = stop_message(where) + where_only_infinities(stats) + repro;
   report_stop(settings.output, message);
   return message;
 }

@@ -12,12 +12,16 @@
 
 namespace aoti_debug_printer::trap {
 
-// NaN and infinities among `stats`' elements: what the trap fires on.
-int64_t non_finite(const TensorStats& stats);
+// The elements of `stats` the trap fires on: NaN and infinities, or with
+// `nan_only` NaN alone.
+int64_t fires_on(const TensorStats& stats, bool nan_only);
 // What fired at `where`, a model input or a kernel's argument after its
 // launch: the trap record's `what`, and the start of the stop's message.
 std::string what_fired(const Where& where);
 std::string stop_message(const Where& where);
+// What the stop's message says next where the trap fired on `stats` with
+// infinities only: what to do when they are meant; else "".
+std::string where_only_infinities(const TensorStats& stats);
 
 // After a record whose statistics are `stats`, while settings.trap is on.
 // `watched`: the kernel's arguments, with the host copies taken before its

@@ -130,3 +130,39 @@ def test_graph_partitions_write_the_records_of_the_unpartitioned_call(
     assert [key(r) for r in partitioned] == [key(r) for r in unpartitioned]
     assert len({r["run"] for r in partitioned}) == 1
     assert [r["arg"] for r in partitioned if r["phase"] == "model_input"] == ["arg0_1", "arg1_1"]
+
+
+def mask_and_attend(s):
+    """An attention-style additive mask, -inf on purpose where a score is
+    masked (never the diagonal), and the softmax over it: finite."""
+    allowed = torch.eye(s.shape[0], dtype=torch.bool) | (s > 0)
+    mask = torch.where(allowed, 0.0, float("-inf"))
+    return torch.softmax(s + mask, -1), mask
+
+
+@pytest.mark.parametrize(
+    "trap,stops", [("1", "infinities only"), ("nan", None)], ids=["nan_and_inf", "nan_only"]
+)
+def test_the_trap_on_a_mask_of_minus_inf_made_on_purpose(records, trap, stops):
+    """AOTI_DEBUG_PRINTER_TRAP=1 stops at the kernel that made the mask's
+    -inf, and says how to trap NaN only; =nan lets the model run, and still
+    stops at a kernel that makes NaN."""
+    torch._dynamo.reset()
+    aoti_debug_printer.install()
+    s = torch.randn(6, 6)
+    level = {"aot_inductor.debug_intermediate_value_printer": "2"}
+    with torch._inductor.config.patch(level), aoti_debug_printer.options(trap=trap):
+        compiled = torch.compile(mask_and_attend, dynamic=False)
+        if stops:
+            with pytest.raises(RuntimeError, match=stops + r".*AOTI_DEBUG_PRINTER_TRAP=nan"):
+                compiled(s)
+        else:
+            got, _ = compiled(s)
+            torch.testing.assert_close(got, mask_and_attend(s)[0])
+            torch._dynamo.reset()
+            with pytest.raises(RuntimeError, match="made NaN/Inf in"):
+                torch.compile(lambda x: torch.log(x - 10), dynamic=False)(s)
+    torch._dynamo.reset()
+    traps = [r for r in records() if r["event"] == "trap"]
+    assert len(traps) == 1
+    assert (traps[0]["nan"] == 0 and traps[0]["neg_inf"] > 0) == bool(stops), traps
