@@ -9,6 +9,7 @@
 #include "record.h"
 #include "save.h"
 #include "shim.h"
+#include "trap.h"
 
 #include <ATen/ATen.h>
 #include <caffe2/serialize/inline_container.h>
@@ -1352,4 +1353,42 @@ TEST_CASE("level 1 in a captured run saves each replay's copy, with the replay's
   for (const auto& e : std::filesystem::directory_iterator(s.dump))
     files += e.path().extension() == ".pt";
   CHECK(files == 2);
+}
+
+TEST_CASE("a run outside the graph stops once for the trap a replay fired",
+          "[stop_for_an_earlier_replay]") {
+  using namespace aoti_debug_printer;
+  Scratch s;
+  CHECK(stop_for_an_earlier_replay().empty());  // none pending
+  REQUIRE(aoti_debug_printer_set_option("trap", "1") == 0);
+  graphs::Capture capture(settings_now());
+  capture.add(captured_record(Phase::AfterLaunch, "out", at::full({2}, NAN)), nullptr);
+  capture.write_replay();
+  graphs::wait_for_replays();
+  // The JIT wrapper's next call raises with it, at its begin_run.
+  const std::string stop = stop_for_an_earlier_replay();
+  CHECK(stop.find("stopped for an earlier replay of a captured CUDA graph: NaN/Inf trap: kernel k "
+                  "(launch 0) made NaN/Inf in out at replay 0") == 0);
+  CHECK(stop.find("infinities only") == std::string::npos);  // NaN: nothing to add
+  CHECK(stop_for_an_earlier_replay().empty());  // once
+}
+
+TEST_CASE("a trap on infinities only says how to trap NaN only, and =nan does not fire",
+          "[trap::check]") {
+  using namespace aoti_debug_printer;
+  Scratch s;
+  at::Tensor mask = at::zeros({3});
+  mask[2] = -INFINITY;
+  const TensorRecord r = captured_record(Phase::AfterLaunch, "mask", mask);
+  std::vector<WatchedArg> watched;
+  REQUIRE(aoti_debug_printer_set_option("trap", "1") == 0);
+  const std::string stop = trap::check(settings_now(), r.where, r.stats, watched);
+  CHECK(stop.find("made NaN/Inf in mask (infinities only; where they are meant, as an attention "
+                  "mask's -inf, AOTI_DEBUG_PRINTER_TRAP=nan traps NaN only)") != std::string::npos);
+  REQUIRE(aoti_debug_printer_set_option("trap", "nan") == 0);
+  CHECK(get_option("trap") == "nan");
+  CHECK(trap::check(settings_now(), r.where, r.stats, watched).empty());
+  at::Tensor nan = mask.clone();
+  nan[0] = NAN;
+  CHECK(!trap::check(settings_now(), r.where, host_contents(nan, 0).stats, watched).empty());
 }
