@@ -1370,7 +1370,7 @@ TEST_CASE("a run outside the graph stops once for the trap a replay fired",
   CHECK(stop.find("stopped for an earlier replay of a captured CUDA graph: NaN/Inf trap: kernel k "
                   "(launch 0) made NaN/Inf in out at replay 0") == 0);
   CHECK(stop.find("infinities only") == std::string::npos);  // NaN: nothing to add
-  CHECK(stop_for_an_earlier_replay().empty());  // once
+  CHECK(stop_for_an_earlier_replay().empty());               // once
 }
 
 TEST_CASE("a trap on infinities only says how to trap NaN only, and =nan does not fire",
