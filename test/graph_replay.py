@@ -24,11 +24,37 @@ def outputs(result) -> list[torch.Tensor]:
     return [t.clone() for t in tree_leaves(result)]
 
 
+def build(model: str, second: str) -> tuple[torch.nn.Module, tuple, tuple]:
+    """A small CUDA model and its input sets A and B: B is A scaled, or negated."""
+    torch.manual_seed(0)
+    module, a = small.build(model, "cuda")
+    return module, a, tuple(-t if second == "negate" else t * 2 + 0.5 for t in a)
+
+
+def replays_then_runs(replay, run, want: dict, a: tuple, b: tuple) -> dict:
+    """What the JSON line says: whether replay(A) and replay(B) (the
+    outputs of a replay with those inputs) are `want`'s, where it has
+    them; then whether run(A), twice more, ran or was stopped."""
+    done = {}
+    for name, given in (("a", a), ("b", b)):
+        got = replay(given)
+        torch.cuda.synchronize()
+        done[name] = name not in want or all(
+            torch.equal(g, w) for g, w in zip(got, want[name], strict=True)
+        )
+    for name in ("after", "again"):
+        try:
+            run(a)
+            torch.cuda.synchronize()
+            done[name] = "ran"
+        except RuntimeError:  # what stopped it is on stderr
+            done[name] = "stopped"
+    return done
+
+
 def main() -> None:
     package, model, second = sys.argv[1:4]
-    torch.manual_seed(0)
-    _, a = small.build(model, "cuda")
-    b = tuple(-t if second == "negate" else t * 2 + 0.5 for t in a)
+    _, a, b = build(model, second)
     runner = torch._inductor.aoti_load_package(package, run_single_threaded=True)
     want = {"a": outputs(runner(*a))}
     if second != "negate":  # a negated input is the trap's: it stops an eager run
@@ -37,24 +63,14 @@ def main() -> None:
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         captured = tree_leaves(runner(*static))
-    done = {}
-    for name, given in (("a", a), ("b", b)):
+
+    def replay(given: tuple) -> list[torch.Tensor]:
         for s, t in zip(static, given):
             s.copy_(t)
         graph.replay()
-        torch.cuda.synchronize()
-        got = [t.clone() for t in captured]
-        done[name] = name not in want or all(
-            torch.equal(g, w) for g, w in zip(got, want[name], strict=True)
-        )
-    for name in ("after", "again"):
-        try:
-            runner(*a)
-            torch.cuda.synchronize()
-            done[name] = "ran"
-        except RuntimeError:  # what stopped it is on stderr
-            done[name] = "stopped"
-    print(json.dumps(done))
+        return [t.clone() for t in captured]
+
+    print(json.dumps(replays_then_runs(replay, lambda x: runner(*x), want, a, b)))
 
 
 if __name__ == "__main__":

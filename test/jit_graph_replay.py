@@ -17,22 +17,15 @@ import sys
 from pathlib import Path
 
 import torch
-from torch.utils._pytree import tree_leaves
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from testmodels import small  # noqa: E402
-
-
-def outputs(result) -> list[torch.Tensor]:
-    return [t.clone() for t in tree_leaves(result)]
+from graph_replay import build, outputs, replays_then_runs  # noqa: E402
 
 
 @torch.no_grad()
 def main() -> None:
     model_name, second = sys.argv[1:3]
-    torch.manual_seed(0)
-    model, a = small.build(model_name, "cuda")
-    b = tuple(-t if second == "negate" else t * 2 + 0.5 for t in a)
+    model, a, b = build(model_name, second)
     plain = torch.compile(model)
     want = {"a": outputs(plain(*a))}
     if second != "negate":  # a negated input is the trap's: it stops a run
@@ -41,20 +34,8 @@ def main() -> None:
     torch._dynamo.reset()
     graphed = torch.compile(model, mode="reduce-overhead")
     graphed(*a)  # warm-up: no graph yet
-    done = {}
-    for name, given in (("a", a), ("b", b)):
-        got = outputs(graphed(*given))
-        torch.cuda.synchronize()
-        done[name] = name not in want or all(
-            torch.equal(g, w) for g, w in zip(got, want[name], strict=True)
-        )
-    for name in ("after", "again"):
-        try:
-            graphed(*a)
-            torch.cuda.synchronize()
-            done[name] = "ran"
-        except RuntimeError:  # what stopped it is on stderr
-            done[name] = "stopped"
+    # After the warm-up each call replays (the first captures, then replays).
+    done = replays_then_runs(lambda x: outputs(graphed(*x)), lambda x: graphed(*x), want, a, b)
     print(json.dumps(done))
 
 
