@@ -2,6 +2,7 @@
 // the graph holds, and written by the writer thread.
 #include "graphs.h"
 
+#include "format.h"
 #include "output.h"
 #include "save.h"
 #include "stats.h"

@@ -2,6 +2,7 @@
 
 #include "aoti_debug_printer.h"
 #include "device.h"
+#include "format.h"
 #include "save.h"
 #include "stats.h"
 

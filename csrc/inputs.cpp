@@ -1,5 +1,6 @@
 #include "inputs.h"
 
+#include "format.h"
 #include "record.h"
 
 #include <algorithm>

@@ -1,11 +1,11 @@
-// One record: where it was taken, what the tensor is, and its statistics.
-// The printer, the saver's manifest and the Python bindings all build and
-// format records here, so text, JSON lines and manifest never disagree.
+// One record: where it was taken, what the tensor is, and its statistics,
+// read from the tensor on its device or the host. The printer, the saver's
+// manifest and the Python bindings all take records here, and format them
+// in format.h.
 #pragma once
 
 #include "aoti_debug_printer.h"
 #include "device.h"
-#include "json.h"
 #include "output.h"
 #include "settings.h"
 #include "stats.h"
@@ -174,28 +174,6 @@ Where before_launch_of(const Where& at_kernel, const std::string& arg);
 // A record that carries only a problem (null handle, undefined tensor).
 TensorRecord describe_problem(const Where& where, std::string problem);
 
-// A whole record, newline included, as text or as one JSON line.
-std::string format_record(const TensorRecord& r, bool json);
-std::string format_text(const TensorRecord& r);
-// One JSON object, no newline; `file`, where not empty, is the snapshot that
-// holds the tensor (relative to the dump directory); `unsaved`, where not
-// empty, why there is none (its save failed).
-std::string format_json(const TensorRecord& r, const std::string& file = "",
-                        const std::string& unsaved = "");
-
-// Scalars and launch events, in both formats.
-std::string format_scalar(const Where& where, const char* type, const std::string& value,
-                          bool json);
-std::string format_launch(const Where& where, bool json);
-
-// The numerics settings a run was made in, as one JSON line: torch's
-// version, the device (`device` is a record's device string: "cpu",
-// "cuda:0"), and ATen's TF32, matmul-precision, reduced-precision reduction
-// and determinism flags. A dump holds one per run, before its first
-// snapshot, so `compare` and `diverge` judge by the run's settings, not by
-// those of the process that reads the dump.
-std::string format_environment(const Where& where, const std::string& device);
-
 // A kernel's tensor argument as it was at launch, kept while the printer
 // checks for CUDA errors after kernels: enough to say, once the context is
 // dead, what the kernel was given and whether it lay where it should.
@@ -219,50 +197,5 @@ struct WatchedArg {
   bool unwritten_output = false;
 };
 WatchedArg watch(const std::string& name, const at::Tensor& t, bool keep_host_copy);
-
-// The record of a CUDA error found by the check after `where`'s kernel.
-std::string format_cuda_error(const Where& where, const std::string& error,
-                              const std::vector<WatchedArg>& args, bool json);
-
-// The NaN/Inf trap's record: what fired (`what`), the offending tensor's
-// counts, and the kernel's inputs as they were before launch, with the files
-// they were saved to (parallel to `inputs`; empty where not saved).
-std::string format_trap(const Where& where, const TensorStats& stats, const std::string& what,
-                        const std::vector<TensorRecord>& inputs, bool json,
-                        const std::vector<std::string>& files = {});
-
-// What the write guard found: a kernel changed an argument it only reads
-// (`where` is its after-launch record), or a buffer changed between the
-// kernel that wrote it and the next kernel that reads it (`where` is the
-// reader's before-launch record).
-struct GuardFinding {
-  Where where;
-  std::string kind;     // "read_only_argument_changed" or "overwritten_before_read"
-  std::string message;  // one line that says it all
-  int64_t numel = 0;
-  int64_t changed = -1;              // elements changed; -1 when not known (only a fingerprint)
-  int64_t first_index = -1;          // row-major index of the first changed element
-  std::string writer;                // the kernel that wrote the buffer, with its launch
-  std::vector<std::string> between;  // kernels launched between writer and reader
-  std::string culprit;               // what changed it, when the guard could tell
-  std::vector<std::pair<std::string, std::string>> files;  // (what, file) saved
-};
-std::string format_guard(const GuardFinding& f, bool json);
-
-// A model input that is not what its package was compiled for (inputs.h):
-// `kind` is inputs::Mismatch's code, `dim` -1 for the tensor as a whole.
-struct WrongInput {
-  Where where;  // a model_input record's: arg, and node, the input's name
-  std::string kind, given, compiled_for, message;
-  int64_t dim = -1;
-};
-std::string format_wrong_input(const WrongInput& w, bool json);
-
-// A record of `event` begins with where it was taken, and the schema.
-JsonObject json_record(const char* event, const Where& w);
-
-std::string dtype_name(c10::ScalarType t);
-// torch's spelling, lower case: strided, sparse, sparsecsr, ...
-std::string layout_name(c10::Layout layout);
 
 }  // namespace aoti_debug_printer

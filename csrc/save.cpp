@@ -1,5 +1,6 @@
 #include "save.h"
 
+#include "format.h"
 #include "settings.h"
 
 #include <caffe2/serialize/inline_container.h>

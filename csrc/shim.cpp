@@ -3,6 +3,7 @@
 #include "aoti_debug_printer.h"
 
 #include "device.h"
+#include "format.h"
 #include "graphs.h"
 #include "guard.h"
 #include "inputs.h"

@@ -1,5 +1,6 @@
 #include "trap.h"
 
+#include "format.h"
 #include "save.h"
 
 namespace aoti_debug_printer::trap {

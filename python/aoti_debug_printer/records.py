@@ -1,7 +1,7 @@
 """The record schema in Python: the codes records carry, and one typed class
 per record kind.
 
-The shim writes records (csrc/record.cpp, through csrc/json.h); this module
+The shim writes records (csrc/format.cpp, through csrc/json.h); this module
 is the one place where a JSON object becomes a record again, for every tool
 (tools/dumps reads files through it). Fields hold codes: a phase, a role, a
 reason, a guard finding's kind. The words people read are made from them

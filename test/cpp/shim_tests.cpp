@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "aoti_debug_printer.h"
+#include "format.h"
 #include "graphs.h"
 #include "output.h"
 #include "record.h"
