@@ -94,8 +94,8 @@ def finish(procs: list[subprocess.Popen], timeout: float = 600) -> list[tuple[in
 def aborted_in_torchs_teardown(rank: int, code: int, out: str, err: str) -> bool:
     """A rank that finished its work (it destroyed its process group) and
     then aborted at exit, in a thread whose stack names torch's libraries
-    and not this one. Gloo's teardown did so twice in CI's runs, about one
-    job in a few hundred, never here in 70 jobs in a row; the ranks print
+    and not this one. Gloo's teardown did so twice in suite runs (about one
+    job in a few hundred), never in 70 jobs in a row run alone; the ranks print
     every thread's stack on a fatal signal (main), so this can be told
     from an abort of ours."""
     if code != -6 or f"rank {rank} finished" not in out:
