@@ -1,8 +1,9 @@
 """CPU benchmark, all measured side by side in this one run:
 
 1. one inference of a model with many kernels: printer off, our level 2,
-   our level 2 switched off at run time, PyTorch's built-in level 2, our
-   level 3 (records go to /dev/null for all), and our level 1, each run
+   our level 2 switched off at run time, our level 2 with the NaN/Inf trap,
+   PyTorch's built-in level 2, our level 3 (records go to /dev/null for
+   all), and our level 1, each run
    saving into a fresh directory synced to the disk, its bytes per second
    against one sequential write to the same disk;
 2. where one record's time goes on the CPU: its statistics alone against
@@ -221,20 +222,23 @@ def main() -> None:
         # The level-2 model again, switched off at run time (no recompiling).
         # And with its check of the inputs (the one call per input and run
         # before the first kernel) switched off.
-        cases = [(name, name, -1, "stop") for name in runners]
-        cases.insert(2, ("ours, level 2, off at run time", "ours, level 2", 0, "stop"))
-        cases.insert(3, ("ours, level 2, inputs unchecked", "ours, level 2", -1, "off"))
+        cases = [(name, name, -1, "stop", "0") for name in runners]
+        cases.insert(2, ("ours, level 2, off at run time", "ours, level 2", 0, "stop", "0"))
+        cases.insert(3, ("ours, level 2, inputs unchecked", "ours, level 2", -1, "off", "0"))
+        cases.insert(4, ("ours, level 2, trap", "ours, level 2", -1, "stop", "1"))
         with stdout_to_devnull():
             # Interleaved rounds, so drift in the machine's speed hits all alike.
             results: dict[str, list[float]] = {name: [] for name, *_ in cases}
             for _ in range(3):
-                for name, variant, level, input_check in cases:
+                for name, variant, level, input_check, trap in cases:
                     aoti_debug_printer.set_option("level", level)
                     aoti_debug_printer.set_option("input_check", input_check)
+                    aoti_debug_printer.set_option("trap", trap)
                     run = runners[variant]
                     results[name].append(median_ms(lambda run=run: run(x), max(args.runs // 3, 1)))
             aoti_debug_printer.set_option("level", -1)
             aoti_debug_printer.set_option("input_check", "stop")
+            aoti_debug_printer.set_option("trap", "0")
     base = min(results["off (level 0)"])
     print(f"\nOne inference, {args.blocks} blocks ({3 * args.blocks} kernels), batch {args.batch}:")
     print(f"  {'variant':<32}{'ms':>10}{'vs off':>10}{'overhead':>12}")
@@ -252,6 +256,8 @@ def main() -> None:
     print(f"  level 2 switched off at run time costs {100 * switched:+.2f}% of an inference")
     checked = min(results["ours, level 2"]) / min(results["ours, level 2, inputs unchecked"]) - 1
     print(f"  level 2's check of the inputs costs {100 * checked:+.2f}% of an inference")
+    trapped = min(results["ours, level 2, trap"]) / min(results["ours, level 2"]) - 1
+    print(f"  the NaN/Inf trap costs {100 * trapped:+.2f}% of a level-2 inference")
 
     activation = torch.randn(args.batch, args.width)
     bench_record_cost(

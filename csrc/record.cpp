@@ -186,7 +186,7 @@ std::unique_ptr<LateRecord> record_later(Where&& where, const at::Tensor& t, int
                                         std::move(landing), json);
 }
 
-WatchedArg watch(const std::string& name, const at::Tensor& t, bool keep_host_copy) {
+WatchedArg watch(const std::string& name, const at::Tensor& t, Before before) {
   WatchedArg a;
   a.name = name;
   a.shape = t.sizes().vec();
@@ -208,8 +208,17 @@ WatchedArg watch(const std::string& name, const at::Tensor& t, bool keep_host_co
     a.allocation = alloc.base;
     a.allocation_bytes = alloc.size;
   }
-  if (keep_host_copy) a.host = to_host(t).clone();
+  if (before == Before::HostCopy) a.host = to_host(t).clone();
+  if (before == Before::Kept) a.kept = t;
   return a;
+}
+
+void take_kept_copies(std::vector<WatchedArg>& watched) {
+  for (WatchedArg& a : watched) {
+    if (!a.kept.defined()) continue;
+    a.host = to_host(a.kept).clone();
+    a.kept = at::Tensor();
+  }
 }
 
 Where before_launch_of(const Where& at_kernel, const std::string& arg) {

@@ -189,13 +189,24 @@ struct WatchedArg {
   bool allocation_known = false;
   uintptr_t allocation = 0;
   uint64_t allocation_bytes = 0;
-  // A host copy, taken before launch when replay is on.
+  // A host copy, taken before launch (replay, or the trap's argument the
+  // kernel may write)...
   at::Tensor host;
+  // ...or the argument itself, where the kernel only reads it and only the
+  // trap needs its contents: the kernel must not change it, so what it
+  // holds after launch is what it held before, copied only where the trap
+  // fires (take_kept_copies). A copy per argument before each launch was
+  // the trap's cost: one device-to-host copy each on the GPU.
+  at::Tensor kept;
   std::string saved_as;
   // An output the kernel has not written yet: its copy is leftover memory,
   // never one of the kernel's inputs.
   bool unwritten_output = false;
 };
-WatchedArg watch(const std::string& name, const at::Tensor& t, bool keep_host_copy);
+// What watch keeps of an argument's contents as they were before launch.
+enum class Before { Nothing, HostCopy, Kept };
+WatchedArg watch(const std::string& name, const at::Tensor& t, Before before);
+// The host copies of the arguments watch kept (Before::Kept), taken now.
+void take_kept_copies(std::vector<WatchedArg>& watched);
 
 }  // namespace aoti_debug_printer

@@ -86,6 +86,7 @@ void begin_run(bool with_end) {
   sources::forget();
   state.reads.end();
   state.symbols.clear();
+  state.watched.clear();
   guard::begin_run();
   // Only the AOTI wrapper's runs end, and only a run's end can capture the
   // host call that writes a captured run's records at each replay.
@@ -109,6 +110,9 @@ void end_run() {
   state.run_has_end = false;
   state.records_end_follows = false;
   state.reads.end();
+  // The last kernel's arguments the trap kept must not hold the model's
+  // memory until the next run.
+  state.watched.clear();
   if (!end_capture()) flush_records();
 }
 
@@ -435,9 +439,14 @@ Stop record_and_check(Level compiled, Phase phase, Role given_role, const at::Te
   Where where = where_of();
   where.role = role;
   if (watched) {
-    // The trap needs no copy of leftover memory; a replay saves every argument.
-    state.watched.push_back(
-        watch(where.arg, *t, settings.replay || (settings.trap && !unwritten_output)));
+    // A replay saves every argument before launch (after a CUDA error there
+    // is no device to copy from); the trap needs no copy of leftover memory,
+    // and of an argument the kernel only reads, none before it fires.
+    const Before before = settings.replay                      ? Before::HostCopy
+                          : !settings.trap || unwritten_output ? Before::Nothing
+                          : read_only                          ? Before::Kept
+                                                               : Before::HostCopy;
+    state.watched.push_back(watch(where.arg, *t, before));
     state.watched.back().unwritten_output = unwritten_output;
   }
   if (action == Action::Watch) return {};

@@ -39,6 +39,7 @@ std::string check(const Settings& settings, const Where& where, const TensorStat
     return stop_message(where) + where_only_infinities(stats);
   }
   if (where.phase != Phase::AfterLaunch) return "";
+  take_kept_copies(watched);
   // Blame the kernel only for values it made: the argument was finite
   // before launch, or was not an argument then (an output).
   for (const WatchedArg& a : watched) {

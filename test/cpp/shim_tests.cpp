@@ -1077,6 +1077,52 @@ TEST_CASE("the NaN/Inf trap blames the kernel that made them", "[aoti_debug_prin
                       "\"arg\": \"out\"") != std::string::npos);
 }
 
+TEST_CASE(
+    "the trap copies an argument the kernel writes before launch, one it only reads where "
+    "it fires",
+    "[watch]") {
+  Scratch s;
+  CHECK(aoti_debug_printer_set_option("trap", "1") == 0);
+  at::Tensor weight = at::ones({3});
+  at::Tensor acc = at::ones({3});
+  at::Tensor out = at::zeros({3});
+  const auto record = [](int32_t phase, const char* arg, int32_t role, at::Tensor& t) {
+    return aoti_debug_printer_tensor_held(AOTI_DEBUG_PRINTER_LEVEL_PRINT, phase, "k", arg, "", "",
+                                          role, handle(t));
+  };
+  aoti_debug_printer_begin_run();
+  aoti_debug_printer_launch_at_level(AOTI_DEBUG_PRINTER_LEVEL_PRINT,
+                                     AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "k", 0);
+  CHECK(record(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "weight", AOTI_DEBUG_PRINTER_ROLE_READ, weight) ==
+        0);
+  CHECK(record(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "acc", AOTI_DEBUG_PRINTER_ROLE_READ_WRITE, acc) ==
+        0);
+  CHECK(record(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "out", AOTI_DEBUG_PRINTER_ROLE_WRITE, out) == 0);
+  // The kernel: it doubles acc, as it may, and (against its role) writes
+  // weight, which shows when weight's contents were taken.
+  acc.mul_(2);
+  weight.fill_(3);
+  out[0] = NAN;
+  aoti_debug_printer_launch_at_level(AOTI_DEBUG_PRINTER_LEVEL_PRINT,
+                                     AOTI_DEBUG_PRINTER_AFTER_LAUNCH, "k", 0);
+  CHECK(record(AOTI_DEBUG_PRINTER_AFTER_LAUNCH, "acc", AOTI_DEBUG_PRINTER_ROLE_READ_WRITE, acc) ==
+        0);
+  CHECK(record(AOTI_DEBUG_PRINTER_AFTER_LAUNCH, "out", AOTI_DEBUG_PRINTER_ROLE_WRITE, out) != 0);
+  CHECK(aoti_debug_printer_set_option("trap", "0") == 0);
+  const std::string text = s.output();
+  const std::string inputs = text.substr(text.find("the kernel's inputs before launch:"));
+  const auto values_of = [&](const std::string& arg) {
+    const size_t at = inputs.find("before_launch k " + arg);
+    REQUIRE(at != std::string::npos);
+    const size_t values = inputs.find("values=", at);
+    return inputs.substr(values, inputs.find('\n', values) - values);
+  };
+  CHECK(values_of("acc") == "values=[1, 1, 1]");     // copied before launch
+  CHECK(values_of("weight") == "values=[3, 3, 3]");  // read where the trap fired
+  // Both were saved for the repro, each once.
+  CHECK(s.snapshots().size() == 2);
+}
+
 TEST_CASE("a model input is checked against what its package was compiled for",
           "[aoti_debug_printer_check_input]") {
   Scratch s;
