@@ -213,6 +213,22 @@ WatchedArg watch(const std::string& name, const at::Tensor& t, Before before) {
   return a;
 }
 
+void copy_kept_shared_with_writes(std::vector<WatchedArg>& watched) {
+  const auto shares = [](const WatchedArg& a, const WatchedArg& b) {
+    return a.device == b.device && a.span > 0 && b.span > 0 && a.data < b.data + b.span &&
+           b.data < a.data + a.span;
+  };
+  for (WatchedArg& a : watched) {
+    if (!a.kept.defined()) continue;
+    for (const WatchedArg& written : watched) {
+      if (written.kept.defined() || !shares(a, written)) continue;
+      a.host = to_host(a.kept).clone();
+      a.kept = at::Tensor();
+      break;
+    }
+  }
+}
+
 void take_kept_copies(std::vector<WatchedArg>& watched) {
   for (WatchedArg& a : watched) {
     if (!a.kept.defined()) continue;

@@ -206,7 +206,12 @@ struct WatchedArg {
 // What watch keeps of an argument's contents as they were before launch.
 enum class Before { Nothing, HostCopy, Kept };
 WatchedArg watch(const std::string& name, const at::Tensor& t, Before before);
-// The host copies of the arguments watch kept (Before::Kept), taken now.
+// A kernel's arguments watched so far: one kept (Before::Kept) whose memory
+// an argument the kernel writes shares (every other one: watch keeps only
+// arguments the kernel reads) would change with it, so it is copied now,
+// before launch, after all.
+void copy_kept_shared_with_writes(std::vector<WatchedArg>& watched);
+// The host copies of the arguments watch kept, taken now.
 void take_kept_copies(std::vector<WatchedArg>& watched);
 
 }  // namespace aoti_debug_printer

@@ -1123,6 +1123,43 @@ TEST_CASE(
   CHECK(s.snapshots().size() == 2);
 }
 
+TEST_CASE("an argument the kernel reads through memory it also writes is copied before launch",
+          "[copy_kept_shared_with_writes]") {
+  Scratch s;
+  CHECK(aoti_debug_printer_set_option("trap", "1") == 0);
+  at::Tensor in = at::ones({4});
+  at::Tensor other = at::ones({4});
+  // The kernel writes its output into the first half of its input's memory.
+  at::Tensor out = in.narrow(0, 0, 2);
+  const auto record = [](int32_t phase, const char* arg, int32_t role, at::Tensor& t) {
+    return aoti_debug_printer_tensor_held(AOTI_DEBUG_PRINTER_LEVEL_PRINT, phase, "k", arg, "", "",
+                                          role, handle(t));
+  };
+  aoti_debug_printer_begin_run();
+  aoti_debug_printer_launch_at_level(AOTI_DEBUG_PRINTER_LEVEL_PRINT,
+                                     AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "k", 0);
+  CHECK(record(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "in", AOTI_DEBUG_PRINTER_ROLE_READ, in) == 0);
+  CHECK(record(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "other", AOTI_DEBUG_PRINTER_ROLE_READ, other) ==
+        0);
+  CHECK(record(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "out", AOTI_DEBUG_PRINTER_ROLE_WRITE, out) == 0);
+  out.fill_(NAN);
+  other.fill_(5);  // against its role: shows that `other` was still read late
+  aoti_debug_printer_launch_at_level(AOTI_DEBUG_PRINTER_LEVEL_PRINT,
+                                     AOTI_DEBUG_PRINTER_AFTER_LAUNCH, "k", 0);
+  CHECK(record(AOTI_DEBUG_PRINTER_AFTER_LAUNCH, "out", AOTI_DEBUG_PRINTER_ROLE_WRITE, out) != 0);
+  CHECK(aoti_debug_printer_set_option("trap", "0") == 0);
+  const std::string text = s.output();
+  const std::string inputs = text.substr(text.find("the kernel's inputs before launch:"));
+  const auto values_of = [&](const std::string& arg) {
+    const size_t at = inputs.find("before_launch k " + arg);
+    REQUIRE(at != std::string::npos);
+    const size_t values = inputs.find("values=", at);
+    return inputs.substr(values, inputs.find('\n', values) - values);
+  };
+  CHECK(values_of("in") == "values=[1, 1, 1, 1]");  // as it was before the kernel wrote out
+  CHECK(values_of("other") == "values=[5, 5, 5, 5]");
+}
+
 TEST_CASE("a model input is checked against what its package was compiled for",
           "[aoti_debug_printer_check_input]") {
   Scratch s;
