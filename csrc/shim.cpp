@@ -448,7 +448,7 @@ Stop record_and_check(Level compiled, Phase phase, Role given_role, const at::Te
                                                                : Before::HostCopy;
     state.watched.push_back(watch(where.arg, *t, before));
     state.watched.back().unwritten_output = unwritten_output;
-    copy_kept_shared_with_writes(state.watched);
+    if (settings.trap && !settings.replay) copy_kept_shared_with_writes(state.watched);
   }
   if (action == Action::Watch) return {};
   if (read_after_launch) return guard_stop(guard::after_use(settings, where, *t, std::nullopt));

@@ -25,9 +25,9 @@ std::string where_only_infinities(const TensorStats& stats);
 
 // After a record whose statistics are `stats`, while settings.trap is on.
 // `watched`: the kernel's arguments, with the host copies taken before its
-// launch. Returns "" or, when the trap fired (reported, and noted in the
-// dump already), a message that names the kernel or the model input: the
-// run must stop.
+// launch, and those it only reads kept (taken here where it fires). Returns "" or, when the trap
+// fired (reported, and noted in the dump already), a message that names the kernel or the model
+// input: the run must stop.
 std::string check(const Settings& settings, const Where& where, const TensorStats& stats,
                   std::vector<WatchedArg>& watched);
 

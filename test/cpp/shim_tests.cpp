@@ -1077,6 +1077,22 @@ TEST_CASE("the NaN/Inf trap blames the kernel that made them", "[aoti_debug_prin
                       "\"arg\": \"out\"") != std::string::npos);
 }
 
+// Kernel k's argument, with its role, recorded at level 2 in `phase`.
+int32_t record_held(int32_t phase, const char* arg, int32_t role, at::Tensor& t) {
+  return aoti_debug_printer_tensor_held(AOTI_DEBUG_PRINTER_LEVEL_PRINT, phase, "k", arg, "", "",
+                                        role, handle(t));
+}
+
+// "values=[...]" of kernel k's input `arg`, as the trap record in `text`
+// lists it among the kernel's inputs before launch.
+std::string trap_input_values(const std::string& text, const std::string& arg) {
+  const std::string inputs = text.substr(text.find("the kernel's inputs before launch:"));
+  const size_t at = inputs.find("before_launch k " + arg);
+  REQUIRE(at != std::string::npos);
+  const size_t values = inputs.find("values=", at);
+  return inputs.substr(values, inputs.find('\n', values) - values);
+}
+
 TEST_CASE(
     "the trap copies an argument the kernel writes before launch, one it only reads where "
     "it fires",
@@ -1086,18 +1102,15 @@ TEST_CASE(
   at::Tensor weight = at::ones({3});
   at::Tensor acc = at::ones({3});
   at::Tensor out = at::zeros({3});
-  const auto record = [](int32_t phase, const char* arg, int32_t role, at::Tensor& t) {
-    return aoti_debug_printer_tensor_held(AOTI_DEBUG_PRINTER_LEVEL_PRINT, phase, "k", arg, "", "",
-                                          role, handle(t));
-  };
   aoti_debug_printer_begin_run();
   aoti_debug_printer_launch_at_level(AOTI_DEBUG_PRINTER_LEVEL_PRINT,
                                      AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "k", 0);
-  CHECK(record(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "weight", AOTI_DEBUG_PRINTER_ROLE_READ, weight) ==
+  CHECK(record_held(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "weight", AOTI_DEBUG_PRINTER_ROLE_READ,
+                    weight) == 0);
+  CHECK(record_held(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "acc", AOTI_DEBUG_PRINTER_ROLE_READ_WRITE,
+                    acc) == 0);
+  CHECK(record_held(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "out", AOTI_DEBUG_PRINTER_ROLE_WRITE, out) ==
         0);
-  CHECK(record(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "acc", AOTI_DEBUG_PRINTER_ROLE_READ_WRITE, acc) ==
-        0);
-  CHECK(record(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "out", AOTI_DEBUG_PRINTER_ROLE_WRITE, out) == 0);
   // The kernel: it doubles acc, as it may, and (against its role) writes
   // weight, which shows when weight's contents were taken.
   acc.mul_(2);
@@ -1105,18 +1118,13 @@ TEST_CASE(
   out[0] = NAN;
   aoti_debug_printer_launch_at_level(AOTI_DEBUG_PRINTER_LEVEL_PRINT,
                                      AOTI_DEBUG_PRINTER_AFTER_LAUNCH, "k", 0);
-  CHECK(record(AOTI_DEBUG_PRINTER_AFTER_LAUNCH, "acc", AOTI_DEBUG_PRINTER_ROLE_READ_WRITE, acc) ==
+  CHECK(record_held(AOTI_DEBUG_PRINTER_AFTER_LAUNCH, "acc", AOTI_DEBUG_PRINTER_ROLE_READ_WRITE,
+                    acc) == 0);
+  CHECK(record_held(AOTI_DEBUG_PRINTER_AFTER_LAUNCH, "out", AOTI_DEBUG_PRINTER_ROLE_WRITE, out) !=
         0);
-  CHECK(record(AOTI_DEBUG_PRINTER_AFTER_LAUNCH, "out", AOTI_DEBUG_PRINTER_ROLE_WRITE, out) != 0);
   CHECK(aoti_debug_printer_set_option("trap", "0") == 0);
   const std::string text = s.output();
-  const std::string inputs = text.substr(text.find("the kernel's inputs before launch:"));
-  const auto values_of = [&](const std::string& arg) {
-    const size_t at = inputs.find("before_launch k " + arg);
-    REQUIRE(at != std::string::npos);
-    const size_t values = inputs.find("values=", at);
-    return inputs.substr(values, inputs.find('\n', values) - values);
-  };
+  const auto values_of = [&](const std::string& arg) { return trap_input_values(text, arg); };
   CHECK(values_of("acc") == "values=[1, 1, 1]");     // copied before launch
   CHECK(values_of("weight") == "values=[3, 3, 3]");  // read where the trap fired
   // Both were saved for the repro, each once.
@@ -1131,31 +1139,23 @@ TEST_CASE("an argument the kernel reads through memory it also writes is copied 
   at::Tensor other = at::ones({4});
   // The kernel writes its output into the first half of its input's memory.
   at::Tensor out = in.narrow(0, 0, 2);
-  const auto record = [](int32_t phase, const char* arg, int32_t role, at::Tensor& t) {
-    return aoti_debug_printer_tensor_held(AOTI_DEBUG_PRINTER_LEVEL_PRINT, phase, "k", arg, "", "",
-                                          role, handle(t));
-  };
   aoti_debug_printer_begin_run();
   aoti_debug_printer_launch_at_level(AOTI_DEBUG_PRINTER_LEVEL_PRINT,
                                      AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "k", 0);
-  CHECK(record(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "in", AOTI_DEBUG_PRINTER_ROLE_READ, in) == 0);
-  CHECK(record(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "other", AOTI_DEBUG_PRINTER_ROLE_READ, other) ==
+  CHECK(record_held(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "in", AOTI_DEBUG_PRINTER_ROLE_READ, in) == 0);
+  CHECK(record_held(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "other", AOTI_DEBUG_PRINTER_ROLE_READ,
+                    other) == 0);
+  CHECK(record_held(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "out", AOTI_DEBUG_PRINTER_ROLE_WRITE, out) ==
         0);
-  CHECK(record(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, "out", AOTI_DEBUG_PRINTER_ROLE_WRITE, out) == 0);
   out.fill_(NAN);
   other.fill_(5);  // against its role: shows that `other` was still read late
   aoti_debug_printer_launch_at_level(AOTI_DEBUG_PRINTER_LEVEL_PRINT,
                                      AOTI_DEBUG_PRINTER_AFTER_LAUNCH, "k", 0);
-  CHECK(record(AOTI_DEBUG_PRINTER_AFTER_LAUNCH, "out", AOTI_DEBUG_PRINTER_ROLE_WRITE, out) != 0);
+  CHECK(record_held(AOTI_DEBUG_PRINTER_AFTER_LAUNCH, "out", AOTI_DEBUG_PRINTER_ROLE_WRITE, out) !=
+        0);
   CHECK(aoti_debug_printer_set_option("trap", "0") == 0);
   const std::string text = s.output();
-  const std::string inputs = text.substr(text.find("the kernel's inputs before launch:"));
-  const auto values_of = [&](const std::string& arg) {
-    const size_t at = inputs.find("before_launch k " + arg);
-    REQUIRE(at != std::string::npos);
-    const size_t values = inputs.find("values=", at);
-    return inputs.substr(values, inputs.find('\n', values) - values);
-  };
+  const auto values_of = [&](const std::string& arg) { return trap_input_values(text, arg); };
   CHECK(values_of("in") == "values=[1, 1, 1, 1]");  // as it was before the kernel wrote out
   CHECK(values_of("other") == "values=[5, 5, 5, 5]");
 }
