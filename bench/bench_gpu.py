@@ -171,13 +171,18 @@ def profile_small_record() -> None:
     print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=14))
 
 
+# name: (level, ours, compile-time switches). "ours, level 2" keeps the
+# statistics of what Triton kernels store inside them (the default);
+# "separate" gives every record a statistics launch of its own, as before.
+SEPARATE = {"AOTI_DEBUG_PRINTER_STATS_IN_KERNELS": "0"}
 VARIANTS = {
-    "off (level 0)": ("0", True),
-    "ours, level 1": ("1", True),
-    "ours, level 2": ("2", True),
-    "built-in, level 2": ("2", False),
-    "ours, level 3": ("3", True),
-    "built-in, level 3": ("3", False),
+    "off (level 0)": ("0", True, {}),
+    "ours, level 1": ("1", True, {}),
+    "ours, level 2": ("2", True, {}),
+    "ours, level 2, separate": ("2", True, SEPARATE),
+    "built-in, level 2": ("2", False, {}),
+    "ours, level 3": ("3", True, {}),
+    "built-in, level 3": ("3", False, {}),
 }
 
 
@@ -192,27 +197,41 @@ def build_model(name: str):
     return real.build(name)
 
 
-def compile_variant(model_name: str, level: str, ours: bool, path: str) -> str:
-    """In a fresh process: compile one model for CUDA, by our printer or the built-in."""
+def compile_variant(
+    model_name: str, level: str, ours: bool, path: str, switches: dict | None = None
+) -> str:
+    """In a worker process: compile one model for CUDA, by our printer or
+    the built-in, with `switches` set in the environment for this compile."""
     (aoti_debug_printer.install if ours else aoti_debug_printer.uninstall)()
     model, inputs = build_model(model_name)
-    with torch._inductor.config.patch({"aot_inductor.debug_intermediate_value_printer": level}):
-        ep = torch.export.export(model, inputs, strict=False)
-        return torch._inductor.aoti_compile_and_package(ep, package_path=path)
+    before = {k: os.environ.get(k) for k in switches or {}}
+    os.environ.update(switches or {})
+    try:
+        with torch._inductor.config.patch({"aot_inductor.debug_intermediate_value_printer": level}):
+            ep = torch.export.export(model, inputs, strict=False)
+            return torch._inductor.aoti_compile_and_package(ep, package_path=path)
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def bench_models(model_names: list[str], runs: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         ctx = multiprocessing.get_context("spawn")
         builds = [
-            (m, name, level, ours) for m in model_names for name, (level, ours) in VARIANTS.items()
+            (m, name, level, ours, switches)
+            for m in model_names
+            for name, (level, ours, switches) in VARIANTS.items()
         ]
         with futures.ProcessPoolExecutor(
             min(len(builds), os.cpu_count() or 1), mp_context=ctx
         ) as pool:
             jobs = {
-                (m, name): pool.submit(compile_variant, m, level, ours, f"{tmp}/{i}.pt2")
-                for i, (m, name, level, ours) in enumerate(builds)
+                (m, name): pool.submit(compile_variant, m, level, ours, f"{tmp}/{i}.pt2", switches)
+                for i, (m, name, level, ours, switches) in enumerate(builds)
             }
             paths = {}
             for key, job in jobs.items():
@@ -383,7 +402,10 @@ def bench_model(model_name: str, runners: dict, runs: int, blocking_ms: float) -
     disk = disk_write_bandwidth(directory)
     shutil.rmtree(directory)
     cases = [(name, name, None) for name in runners]
-    cases.insert(4, ("ours, level 3, no sync", "ours, level 3", "off"))
+    cases.insert(
+        cases.index(("ours, level 3",) * 2 + (None,)) + 1,
+        ("ours, level 3, no sync", "ours, level 3", "off"),
+    )
     results: dict[str, list[float]] = {name: [] for name, _, _ in cases}
     with stdout_to_devnull():
         for _ in range(3):  # interleaved rounds: drift hits every variant alike
@@ -407,6 +429,11 @@ def bench_model(model_name: str, runners: dict, runs: int, blocking_ms: float) -
         f"{level1_ms - base:>13.3f}"
     )
     print(level_1_line(saved, level1_ms, disk))
+    in_kernels, separate = min(results["ours, level 2"]), min(results["ours, level 2, separate"])
+    print(
+        f"  level 2: stats in kernels / separate launches = {in_kernels / separate:.2f} "
+        f"(overhead {in_kernels - base:.3f} ms against {separate - base:.3f} ms)"
+    )
     for level in ("2", "3"):
         ours = min(results[f"ours, level {level}"]) - base
         builtin = min(results[f"built-in, level {level}"]) - base

@@ -11,6 +11,7 @@
 #include <torch/csrc/inductor/aoti_torch/utils.h>
 
 #include <exception>
+#include <optional>
 #include <string>
 
 using namespace aoti_debug_printer;
@@ -89,13 +90,16 @@ int32_t aoti_debug_printer_launch(int32_t phase, const char* kernel, int32_t fla
   return aoti_debug_printer_launch_at_level(level, phase, kernel, flags & ~compiled_at_level_3);
 }
 
-int32_t aoti_debug_printer_tensor_computed(int32_t level, int32_t phase, const char* kernel,
-                                           const char* arg, const char* node, const char* why,
-                                           const char* formula, int32_t role,
-                                           AtenTensorHandle tensor) {
+int32_t aoti_debug_printer_tensor_stored(int32_t level, int32_t phase, const char* kernel,
+                                         const char* arg, const char* node, const char* why,
+                                         const char* formula, int32_t role, AtenTensorHandle tensor,
+                                         AtenTensorHandle statistics, int64_t slot) {
   if (runtime_level() == Level::Off) return 0;  // switched off: build nothing
   int32_t stop = 0;
   guarded(__func__, [&] {
+    const at::Tensor* workspace = tensor_of(statistics);
+    const std::optional<Stored> stored =
+        workspace ? std::optional<Stored>(Stored{workspace, slot}) : std::nullopt;
     const Phase at = static_cast<Phase>(phase);
     const auto where_of = [&] {
       Where w = where_now(at, or_empty(kernel), or_empty(arg));
@@ -105,10 +109,18 @@ int32_t aoti_debug_printer_tensor_computed(int32_t level, int32_t phase, const c
       return w;
     };
     stop = record_tensor(compiled_level(level), at, static_cast<Role>(role), tensor_of(tensor),
-                         where_of)
+                         where_of, stored)
                .code;
   });
   return stop;
+}
+
+int32_t aoti_debug_printer_tensor_computed(int32_t level, int32_t phase, const char* kernel,
+                                           const char* arg, const char* node, const char* why,
+                                           const char* formula, int32_t role,
+                                           AtenTensorHandle tensor) {
+  return aoti_debug_printer_tensor_stored(level, phase, kernel, arg, node, why, formula, role,
+                                          tensor, nullptr, 0);
 }
 
 int32_t aoti_debug_printer_tensor_held(int32_t level, int32_t phase, const char* kernel,
@@ -201,6 +213,7 @@ const aoti_debug_printer_api* aoti_debug_printer_get_api(uint32_t abi_version) {
       &aoti_debug_printer_records_end,
       &aoti_debug_printer_check_input,
       &aoti_debug_printer_sources,
+      &aoti_debug_printer_tensor_stored,
   };
   // One table serves every version we support: it only grew at the end.
   const bool supported = abi_version >= AOTI_DEBUG_PRINTER_OLDEST_ABI_VERSION &&

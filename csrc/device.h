@@ -59,6 +59,31 @@ std::string wait_for(const Landing& l);
 // The results; the statistics say "not computed" when they never landed.
 Snapshot take(const Landing& l, const std::string& error);
 
+// Statistics a generated kernel kept as it stored a tensor whole, in a slot
+// of its run's statistics workspace (aoti_debug_printer.h:
+// AOTI_DEBUG_PRINTER_STORED_*). A run's workspace comes back to the host in
+// one copy, queued by copy_back at the run's end, with a ticket after it:
+// the records that wait for it (LateRecord) are written once it has landed.
+class StoredRun;
+// Whether `workspace` can be one: an int64 CUDA tensor of whole slots.
+bool is_statistics_workspace(const at::Tensor& workspace);
+// A StoredRun for `workspace`, to be copied back on the current stream.
+std::shared_ptr<StoredRun> stored_run(const at::Tensor& workspace);
+// Whether `run` is of `workspace`'s memory, to be copied on the current stream.
+bool stored_run_serves(const StoredRun& run, const at::Tensor& workspace);
+// Queues the copy back (once; the run's thread, once its kernels are queued).
+void copy_back(StoredRun& run);
+bool landed(const StoredRun& run);
+// Waits for the copy (queuing it first, where the run has not ended: a flush
+// before the run's end); "" or CUDA's error.
+std::string wait_for(StoredRun& run);
+// The statistics of a tensor of `numel` elements in the slot at `field`,
+// once landed; "not computed" where they never landed (`error`).
+TensorStats stored_stats(const StoredRun& run, int64_t field, int64_t numel,
+                         const std::string& error);
+// The same, read now: waits for the slot on the current stream.
+TensorStats stored_stats_now(const at::Tensor& workspace, int64_t field, int64_t numel);
+
 // CUDA graphs. Whether the current stream of the current device is being
 // captured (never true where this process has no CUDA context: the check
 // creates none).

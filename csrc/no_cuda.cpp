@@ -51,6 +51,31 @@ Snapshot take(const Landing&, const std::string&) {
   TORCH_CHECK(false, "aoti-debug-printer was built without CUDA");
 }
 
+// No workspace is one: records of stored tensors read the tensor instead.
+class StoredRun {};
+
+bool is_statistics_workspace(const at::Tensor&) { return false; }
+
+std::shared_ptr<StoredRun> stored_run(const at::Tensor&) {
+  TORCH_CHECK(false, "aoti-debug-printer was built without CUDA");
+}
+
+bool stored_run_serves(const StoredRun&, const at::Tensor&) { return false; }
+
+void copy_back(StoredRun&) {}
+
+bool landed(const StoredRun&) { return true; }
+
+std::string wait_for(StoredRun&) { return ""; }
+
+TensorStats stored_stats(const StoredRun&, int64_t, int64_t, const std::string&) {
+  TORCH_CHECK(false, "aoti-debug-printer was built without CUDA");
+}
+
+TensorStats stored_stats_now(const at::Tensor&, int64_t, int64_t) {
+  TORCH_CHECK(false, "aoti-debug-printer was built without CUDA");
+}
+
 bool capturing() { return false; }
 
 void begin_capture() {}

@@ -180,6 +180,15 @@ PYBIND11_MODULE(_C, m) {
   m.attr("ROLE_WRITE") = static_cast<int>(AOTI_DEBUG_PRINTER_ROLE_WRITE);
   m.attr("ROLE_READ_WRITE") = static_cast<int>(AOTI_DEBUG_PRINTER_ROLE_READ_WRITE);
   m.attr("ROLE_ACCUMULATE") = static_cast<int>(AOTI_DEBUG_PRINTER_ROLE_ACCUMULATE);
+  m.attr("STORED_NAN") = static_cast<int>(AOTI_DEBUG_PRINTER_STORED_NAN);
+  m.attr("STORED_POS_INF") = static_cast<int>(AOTI_DEBUG_PRINTER_STORED_POS_INF);
+  m.attr("STORED_NEG_INF") = static_cast<int>(AOTI_DEBUG_PRINTER_STORED_NEG_INF);
+  m.attr("STORED_ZEROS") = static_cast<int>(AOTI_DEBUG_PRINTER_STORED_ZEROS);
+  m.attr("STORED_MAX_KEY") = static_cast<int>(AOTI_DEBUG_PRINTER_STORED_MAX_KEY);
+  m.attr("STORED_MIN_KEY") = static_cast<int>(AOTI_DEBUG_PRINTER_STORED_MIN_KEY);
+  m.attr("STORED_SUM") = static_cast<int>(AOTI_DEBUG_PRINTER_STORED_SUM);
+  m.attr("STORED_SUM_OF_SQUARES") = static_cast<int>(AOTI_DEBUG_PRINTER_STORED_SUM_OF_SQUARES);
+  m.attr("STORED_SLOT") = static_cast<int>(AOTI_DEBUG_PRINTER_STORED_SLOT);
 
   m.def(
       "begin_run",

@@ -106,6 +106,27 @@ class DeviceRecord final : public LateRecord {
   std::string error_;
 };
 
+// A record whose statistics a generated kernel kept (device.h: StoredRun).
+class StoredRecord final : public LateRecord {
+ public:
+  StoredRecord(TensorRecord r, std::shared_ptr<device::StoredRun> run, int64_t field, bool json)
+      : record_(std::move(r)), run_(std::move(run)), field_(field), json_(json) {}
+  bool ready() const override { return device::landed(*run_); }
+  void wait() override { error_ = device::wait_for(*run_); }
+  std::string text() override {
+    record_.stats = device::stored_stats(*run_, field_, record_.numel, error_);
+    run_.reset();  // the last record of a run gives its pinned memory back
+    return format_record(record_, json_);
+  }
+
+ private:
+  TensorRecord record_;
+  std::shared_ptr<device::StoredRun> run_;
+  int64_t field_;
+  bool json_;
+  std::string error_;
+};
+
 class FormattedLater final : public LateRecord {
  public:
   FormattedLater(TensorRecord r, bool json) : record_(std::move(r)), json_(json) {}
@@ -133,6 +154,25 @@ std::unique_ptr<LateRecord> formatted_later(TensorRecord r, bool json) {
 
 bool can_record_later(const at::Tensor& t, int64_t max_values) {
   return device::can_snapshot_later(t, takes_values(t, max_values));
+}
+
+bool can_record_stored(const at::Tensor& t, const at::Tensor& workspace, int64_t max_values) {
+  const at::ScalarType dtype = t.scalar_type();
+  return t.is_cuda() && t.layout() == at::kStrided && t.numel() > 0 &&
+         !takes_values(t, max_values) &&
+         (dtype == at::kFloat || dtype == at::kHalf || dtype == at::kBFloat16) &&
+         device::is_statistics_workspace(workspace);
+}
+
+std::unique_ptr<LateRecord> record_stored_later(Where&& where, const at::Tensor& t,
+                                                std::shared_ptr<device::StoredRun> run,
+                                                int64_t field, bool json) {
+  return std::make_unique<StoredRecord>(describe(std::move(where), t, Contents{}), std::move(run),
+                                        field, json);
+}
+
+Contents stored_contents(const at::Tensor& t, const at::Tensor& workspace, int64_t field) {
+  return {device::stored_stats_now(workspace, field, t.numel()), at::Tensor()};
 }
 
 const ReadsWhileUnchanged::Read* ReadsWhileUnchanged::find(const at::Tensor& t) const {

@@ -161,6 +161,17 @@ class ReadsWhileUnchanged {
 bool can_record_later(const at::Tensor& t, int64_t max_values);
 std::unique_ptr<LateRecord> record_later(Where&& where, const at::Tensor& t, int64_t max_values,
                                          bool json, bool batched, ReadsWhileUnchanged& reads);
+// Whether a record of `t` can take its statistics from the slot a generated
+// kernel kept as it stored `t` (device.h: StoredRun): a floating-point CUDA
+// tensor the kernels keep statistics of, whose values are not printed.
+bool can_record_stored(const at::Tensor& t, const at::Tensor& workspace, int64_t max_values);
+// The whole printed record of such a tensor, written once `run`'s slots
+// have landed; `field`: the slot's first field in the workspace.
+std::unique_ptr<LateRecord> record_stored_later(Where&& where, const at::Tensor& t,
+                                                std::shared_ptr<device::StoredRun> run,
+                                                int64_t field, bool json);
+// Its contents read now, from the slot (the trap's: it judges each kernel).
+Contents stored_contents(const at::Tensor& t, const at::Tensor& workspace, int64_t field);
 // A record taken while its run was captured into a CUDA graph, as one
 // replay of the graph wrote it: its contents `taken` from its landing
 // (device::take), which the replay's kernels filled.

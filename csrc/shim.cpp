@@ -51,6 +51,9 @@ struct ThreadState {
   ReadsWhileUnchanged reads;
   // The run's size symbols, as its model inputs bound them (check_input).
   std::unordered_map<std::string, inputs::Binding> symbols;
+  // The run's statistics workspaces that records wait for (mostly one), to
+  // be copied back at the run's end.
+  std::vector<std::shared_ptr<device::StoredRun>> stored_runs;
 };
 thread_local ThreadState state;
 std::atomic<int64_t> next_run{0};
@@ -87,6 +90,7 @@ void begin_run(bool with_end) {
   state.reads.end();
   state.symbols.clear();
   state.watched.clear();
+  state.stored_runs.clear();
   guard::begin_run();
   // Only the AOTI wrapper's runs end, and only a run's end can capture the
   // host call that writes a captured run's records at each replay.
@@ -106,7 +110,24 @@ bool end_capture() {
 }
 }  // namespace
 
+namespace {
+// The run's kernels are all queued: the statistics they kept come back.
+void copy_back_stored() {
+  for (const auto& run : state.stored_runs) device::copy_back(*run);
+  state.stored_runs.clear();
+}
+
+// The StoredRun of `workspace` in this run, made at its first record.
+std::shared_ptr<device::StoredRun> stored_run_of(const at::Tensor& workspace) {
+  for (const auto& run : state.stored_runs)
+    if (device::stored_run_serves(*run, workspace)) return run;
+  state.stored_runs.push_back(device::stored_run(workspace));
+  return state.stored_runs.back();
+}
+}  // namespace
+
 void end_run() {
+  copy_back_stored();
   state.run_has_end = false;
   state.records_end_follows = false;
   state.reads.end();
@@ -298,6 +319,7 @@ std::unique_ptr<LateRecord> printed_later(const Settings& settings, Where&& wher
     // The ring is full, or the stream changed: write out what waits, and let
     // go of the stretch's reads (their slots), then ask again.
     state.reads.forget();
+    copy_back_stored();
     flush_records();
     late = record_later(std::move(where), t, settings.max_values, json, batched, state.reads);
   }
@@ -364,6 +386,23 @@ TensorStats write_record(Action action, const Settings& settings, Where& where, 
   return r.stats;
 }
 
+// A printed record whose statistics a generated kernel kept (from_slot):
+// written once the run's slots come back, or with `later` unset (the trap
+// needs them now), read from the slot now. Returns the statistics read now.
+TensorStats write_stored_record(const Settings& settings, Where& where, const at::Tensor& t,
+                                const Stored& stored, bool later) {
+  const bool json = settings.format == Format::Jsonl;
+  if (later) {
+    emit_later(settings.output,
+               record_stored_later(std::move(where), t, stored_run_of(*stored.workspace),
+                                   stored.field, json));
+    return {};
+  }
+  const TensorRecord r = describe(where, t, stored_contents(t, *stored.workspace, stored.field));
+  emit(settings.output, format_record(r, json));
+  return r.stats;
+}
+
 // A record of a run being captured into a CUDA graph: its statistics
 // kernel captured, its text made at each replay (graphs.h); level 1's copy
 // of the tensor captured, saved at each replay.
@@ -409,7 +448,7 @@ Stop guard_stop(const std::string& message) {
 }
 
 Stop record_and_check(Level compiled, Phase phase, Role given_role, const at::Tensor* t,
-                      c10::function_ref<Where()> where_of) {
+                      c10::function_ref<Where()> where_of, const std::optional<Stored>& stored) {
   const Level runtime = runtime_level();
   if (runtime == Level::Off) return {};
   // Kernel records follow the run-time filter; model inputs belong to none.
@@ -468,9 +507,14 @@ Stop record_and_check(Level compiled, Phase phase, Role given_role, const at::Te
   // Only a run that will end may leave records waiting, and only when neither
   // the trap, the guard nor the sync after kernels needs them now.
   const bool later = state.run_has_end && !guarding && !settings.trap && settings.sync != Sync::On;
-  // The guard takes the fingerprint from the record's own pass: no second read.
+  // What a generated kernel kept of what it stored needs no pass of its own;
+  // the guard's fingerprint does (it takes it from the record's own pass:
+  // no second read).
+  const bool from_slot = stored && action == Action::Print && !guarding && !unwritten_output &&
+                         can_record_stored(*t, *stored->workspace, settings.max_values);
   const TensorStats stats =
-      write_record(action, settings, where, *t, unwritten_output, guarding, later);
+      from_slot ? write_stored_record(settings, where, *t, *stored, later)
+                : write_record(action, settings, where, *t, unwritten_output, guarding, later);
   // A record left to wait (later) has taken `where`; neither the trap nor the
   // guard is on then.
   if (later) return {};
@@ -487,8 +531,8 @@ Stop record_and_check(Level compiled, Phase phase, Role given_role, const at::Te
 }  // namespace
 
 Stop record_tensor(Level compiled, Phase phase, Role role, const at::Tensor* t,
-                   c10::function_ref<Where()> where_of) {
-  const Stop stop = record_and_check(compiled, phase, role, t, where_of);
+                   c10::function_ref<Where()> where_of, const std::optional<Stored>& stored) {
+  const Stop stop = record_and_check(compiled, phase, role, t, where_of, stored);
   // In a torch.distributed job, a rank that stops ends the job (job.h).
   if (stop.code != 0) job::stopped(settings_now(), stop.message);
   return stop;

@@ -9,6 +9,7 @@
 #include <c10/util/FunctionRef.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace aoti_debug_printer {
@@ -53,14 +54,24 @@ struct Stop {
   std::string message;
 };
 
+// Where a generated kernel kept the statistics of what it stored
+// (aoti_debug_printer_tensor_stored): the run's statistics workspace, and
+// the slot's first field in it.
+struct Stored {
+  const at::Tensor* workspace;
+  int64_t field;
+};
+
 // A record of a model compiled at `compiled`, which the run-time level
 // turns into a save, a print or nothing (settings.h: action_at). `t ==
 // nullptr` stands for a null handle. `where_of` makes the record's Where
 // (its role then set to `role`, or to Unknown under roles=0), called only
 // where a record or a check needs one: a call that takes nothing copies no
-// name. Save failures are reported, never thrown.
+// name. Save failures are reported, never thrown. With `stored`, a printed
+// record takes its statistics from there where it can (can_record_stored).
 Stop record_tensor(Level compiled, Phase phase, Role role, const at::Tensor* t,
-                   c10::function_ref<Where()> where_of);
+                   c10::function_ref<Where()> where_of,
+                   const std::optional<Stored>& stored = std::nullopt);
 void record_scalar(Level compiled, const Where& where, const char* type, const std::string& value);
 // Model input `arg` (the program's input `name`) against `compiled_for`
 // (aoti_debug_printer_check_input's grammar): a mismatch is reported, and

@@ -110,6 +110,9 @@ def trees(tmp_path_factory) -> dict[str, dict[str, list]]:
     return {"patched": other, "stock": {}}
 
 
+STORED_STATISTICS = "torch._inductor.codegen.triton.TritonKernel."
+
+
 def run_child(tmp_path: Path, name: str, overlay: dict, hooks: str) -> tuple[dict, Path]:
     """CHILD with AOTI_DEBUG_PRINTER_HOOKS=hooks. Every child generates its
     code afresh (the FX graph and AOTAutograd caches off), through its own
@@ -145,7 +148,10 @@ def records_of(dump: Path) -> list[tuple]:
 def test_patched_and_stock_torch_give_the_same_records(trees, tmp_path):
     # The hooks or nothing: a method wrap would stop the child.
     hooked, hooked_dump = run_child(tmp_path, "hooks", trees["patched"], "require")
-    assert hooked["hooks"] and hooked["wrapped"] == [], hooked
+    # Triton kernels' stores are wrapped on every torch: no hook of patches/
+    # covers the statistics they keep (stored_stats.py).
+    unhooked = [w for w in hooked["wrapped"] if not w.startswith(STORED_STATISTICS)]
+    assert hooked["hooks"] and unhooked == [], hooked
     # The wrapper says which line it renders (patches/0006): no stack walk.
     assert hooked["frame_walks"] == 0, hooked
     assert torch_has_the_hooks() or HOOKS_MODULE in hooked["overlaid"], hooked

@@ -24,10 +24,11 @@
 // launch events too); 7 records_end (a launch event's records may wait for
 // it to reach the GPU, together); 8 check_input (a model input against
 // what the package was compiled for); 9 sources (where the program's nodes
-// came from in the user's code). Tables only grow at the end, and
+// came from in the user's code); 10 tensor_stored (statistics a generated
+// kernel kept as it stored the tensor). Tables only grow at the end, and
 // `size` says how much of one a caller may use, so packages compiled
 // against an older header keep loading.
-#define AOTI_DEBUG_PRINTER_ABI_VERSION 9
+#define AOTI_DEBUG_PRINTER_ABI_VERSION 10
 #define AOTI_DEBUG_PRINTER_OLDEST_ABI_VERSION 2
 // The version of the records' JSON: every record carries it as "schema" (the
 // fields are in docs/output.md). Readers refuse a newer one. 2: upstream's
@@ -98,6 +99,29 @@ enum {
   AOTI_DEBUG_PRINTER_ROLE_ACCUMULATE = 4,
 };
 
+// Statistics kept inside generated kernels (AOTI_DEBUG_PRINTER_FUSED_STATS):
+// a Triton kernel that stores a whole floating-point buffer also reduces the
+// values it stores, as stored, into a slot of the run's statistics
+// workspace, an int64 CUDA tensor the wrapper zeroes once per run. A slot is
+// AOTI_DEBUG_PRINTER_STORED_SLOT int64 fields; each one's identity is zero,
+// so programs add (counts, sums) or take the maximum (keys) atomically.
+enum {
+  AOTI_DEBUG_PRINTER_STORED_NAN = 0,
+  AOTI_DEBUG_PRINTER_STORED_POS_INF = 1,
+  AOTI_DEBUG_PRINTER_STORED_NEG_INF = 2,
+  AOTI_DEBUG_PRINTER_STORED_ZEROS = 3,  // finite values that are zero
+  // The largest finite value's key, and 2^33 minus the smallest's: a float's
+  // bits b (as int32) give the key (b < 0 ? b ^ 0x7fffffff : b) + 2^31 + 1,
+  // which orders as the floats do and is never zero.
+  AOTI_DEBUG_PRINTER_STORED_MAX_KEY = 4,
+  AOTI_DEBUG_PRINTER_STORED_MIN_KEY = 5,
+  // float64 sums of the finite values and of their squares.
+  AOTI_DEBUG_PRINTER_STORED_SUM = 6,
+  AOTI_DEBUG_PRINTER_STORED_SUM_OF_SQUARES = 7,
+  // Fields a slot holds: 128 bytes, so that slots share no cache line.
+  AOTI_DEBUG_PRINTER_STORED_SLOT = 16,
+};
+
 // Why a tensor record returns nonzero: the caller must stop the run.
 enum {
   AOTI_DEBUG_PRINTER_STOPPED_BY_TRAP = 1,  // the NaN/Inf trap fired
@@ -160,6 +184,16 @@ int32_t aoti_debug_printer_tensor_computed(int32_t level, int32_t phase, const c
                                            const char* arg, const char* node, const char* why,
                                            const char* formula, int32_t role,
                                            AtenTensorHandle tensor);
+// The same for a tensor a generated kernel stored whole: `statistics` is
+// the run's statistics workspace and `slot` the first field of the slot the
+// kernel reduced its stores into (the kernel's before the next write of the
+// tensor). The statistics come from there, with no pass of their own, where
+// the record prints them; elsewhere (a save, the write guard, a CUDA graph
+// being captured) the record reads the tensor as tensor_computed does.
+int32_t aoti_debug_printer_tensor_stored(int32_t level, int32_t phase, const char* kernel,
+                                         const char* arg, const char* node, const char* why,
+                                         const char* formula, int32_t role, AtenTensorHandle tensor,
+                                         AtenTensorHandle statistics, int64_t slot);
 // The digest of the Inductor config the running program was compiled with,
 // recorded in the run's environment record; called after begin_run.
 void aoti_debug_printer_compiled_with(const char* inductor_config);
@@ -225,6 +259,9 @@ typedef struct aoti_debug_printer_api {
   int32_t (*check_input)(int32_t, const char*, const char*, const char*, AtenTensorHandle);
   // ABI 9.
   void (*sources)(const char*);
+  // ABI 10.
+  int32_t (*tensor_stored)(int32_t, int32_t, const char*, const char*, const char*, const char*,
+                           const char*, int32_t, AtenTensorHandle, AtenTensorHandle, int64_t);
 } aoti_debug_printer_api;
 
 // Returns the table, or NULL when the caller wants an ABI we do not have
@@ -367,6 +404,16 @@ inline void check_input(const aoti_debug_printer_api* api, int32_t level, const 
   }
 }
 
+// Throws where a tensor record said the run must stop.
+inline void stop_if_asked(int32_t stop, const char* kernel, const char* arg) {
+  if (stop != 0) {
+    throw std::runtime_error(
+        std::string("aoti-debug-printer: ") +
+        (stop == AOTI_DEBUG_PRINTER_STOPPED_BY_GUARD ? "write guard" : "NaN/Inf trap") + " at " +
+        (*kernel ? kernel : "model input") + " " + arg + "; its record is above");
+  }
+}
+
 // One call site for every argument the codegen emits: the C++ type of the
 // expression picks the record, so a float is never printed as an integer.
 // `node`, `why`, `role` and `formula`: what the code generator knows of a
@@ -382,18 +429,13 @@ inline void value(const aoti_debug_printer_api* api, int32_t level, int32_t phas
     // A library older than this header has a shorter table: the record goes
     // without what the missing members would have carried.
     auto has = [api](size_t offset, size_t size) { return api->size >= offset + size; };
-    const int32_t stop =
+    stop_if_asked(
         has(offsetof(aoti_debug_printer_api, tensor_computed), sizeof(api->tensor_computed))
             ? api->tensor_computed(level, phase, kernel, arg, node, why, formula, role, h)
         : has(offsetof(aoti_debug_printer_api, tensor_held), sizeof(api->tensor_held))
             ? api->tensor_held(level, phase, kernel, arg, node, why, role, h)
-            : api->tensor_of_node(level, phase, kernel, arg, node, h);
-    if (stop != 0) {
-      throw std::runtime_error(
-          std::string("aoti-debug-printer: ") +
-          (stop == AOTI_DEBUG_PRINTER_STOPPED_BY_GUARD ? "write guard" : "NaN/Inf trap") + " at " +
-          (*kernel ? kernel : "model input") + " " + arg + "; its record is above");
-    }
+            : api->tensor_of_node(level, phase, kernel, arg, node, h),
+        kernel, arg);
   } else if constexpr (std::is_same_v<T, bool>) {
     api->boolean(level, phase, kernel, arg, v ? 1 : 0);
   } else if constexpr (std::is_integral_v<T> || std::is_enum_v<T>) {
@@ -404,6 +446,24 @@ inline void value(const aoti_debug_printer_api* api, int32_t level, int32_t phas
   // Any other type (pointers, array refs) has no record; the codegen only
   // passes tensors and scalars, and a model must never fail to build because
   // the printer is on.
+}
+
+// A tensor a generated kernel stored whole, with its statistics in `slot`
+// of the run's `statistics` workspace (aoti_debug_printer_tensor_stored). A
+// library older than this header reads the tensor instead.
+inline void value_stored(const aoti_debug_printer_api* api, int32_t level, int32_t phase,
+                         const char* kernel, const char* arg, AtenTensorHandle tensor,
+                         AtenTensorHandle statistics, int64_t slot, const char* node = "",
+                         const char* why = "", int32_t role = AOTI_DEBUG_PRINTER_ROLE_UNKNOWN,
+                         const char* formula = "") {
+  if (!api) return;
+  if (api->size < offsetof(aoti_debug_printer_api, tensor_stored) + sizeof(api->tensor_stored)) {
+    value(api, level, phase, kernel, arg, tensor, node, why, role, formula);
+    return;
+  }
+  stop_if_asked(api->tensor_stored(level, phase, kernel, arg, node, why, formula, role, tensor,
+                                   statistics, slot),
+                kernel, arg);
 }
 
 }  // namespace aoti_debug_printer

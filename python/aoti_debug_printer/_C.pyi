@@ -5,7 +5,7 @@ from typing import Any, Literal
 
 import torch
 
-ABI_VERSION: Literal[9]
+ABI_VERSION: Literal[10]
 RECORD_SCHEMA: Literal[7]
 # The level a model was compiled at: what generated code passes to every
 # record and launch event (AOTI_DEBUG_PRINTER_LEVEL_*).
@@ -28,6 +28,16 @@ ROLE_READ: Literal[1]
 ROLE_WRITE: Literal[2]
 ROLE_READ_WRITE: Literal[3]
 ROLE_ACCUMULATE: Literal[4]
+# The fields of a slot of the statistics generated kernels keep (STORED_SLOT a slot).
+STORED_NAN: Literal[0]
+STORED_POS_INF: Literal[1]
+STORED_NEG_INF: Literal[2]
+STORED_ZEROS: Literal[3]
+STORED_MAX_KEY: Literal[4]
+STORED_MIN_KEY: Literal[5]
+STORED_SUM: Literal[6]
+STORED_SUM_OF_SQUARES: Literal[7]
+STORED_SLOT: Literal[16]
 
 def begin_run(with_end: bool = False, inductor_config: str = "", sources: str = "") -> None: ...
 def end_run() -> None: ...

@@ -8,6 +8,7 @@ import hashlib
 from pathlib import Path
 
 from .._native import PACKAGE_DIR
+from .switches import stats_in_kernels_wanted
 
 # Inductor's cache keys know the printer level but not which printer wrote
 # the code, nor which version of it: the tag, added to the key of a compile
@@ -41,3 +42,10 @@ def cache_tag(package_dir: Path = PACKAGE_DIR) -> str:
 def this_installation_tag() -> str:
     """cache_tag() of the files this process runs: read once, not per compile."""
     return cache_tag()
+
+
+def generated_code_tag() -> str:
+    """The tag of the code this process generates now: the installation's,
+    and whether the Triton kernels keep statistics (a switch read per
+    compile, which changes the kernels)."""
+    return this_installation_tag() + ("+stats-in-kernels" if stats_in_kernels_wanted() else "")

@@ -20,6 +20,7 @@ from .compiled_inputs import accepted_inputs
 from .emitters import CPP, OUTPUT_HANDLE, PYTHON, Emitter, label
 from .filter import KernelFilter
 from .provenance import Held, Provenance, Writes
+from .stored_stats import WORKSPACE_PREFIX, current_call
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +35,7 @@ BEFORE_LAUNCH, AFTER_LAUNCH, MODEL_INPUT = _abi.BEFORE_LAUNCH, _abi.AFTER_LAUNCH
 ANNOUNCE = _abi.ANNOUNCE
 UNSELECTED, WRITES_UNSEEN = _abi.UNSELECTED, _abi.WRITES_UNSEEN
 RECORDS_END, RECORDS_CONTINUE = _abi.RECORDS_END, _abi.RECORDS_CONTINUE
+ROLE_READ = _abi.ROLE_READ
 
 # Lines of the C++ wrapper that do no GPU work: buffers allocated, reused
 # and released, the arrays of their sizes, comments. Where only such lines
@@ -189,6 +191,12 @@ class DebugPrinterManager:
         # An op's call in its schema's order (fallback_call_records), for
         # the call comment; None for kernels whose argument list is the call.
         self._op_call: dict | None = None
+        # What the kernel being written keeps of what it stores (the wrapper's
+        # name of the statistics workspace, and each buffer's slot), and the
+        # buffers whose last writer kept their statistics, while nothing has
+        # written them since: their records take the slot (stored_stats.py).
+        self._kept: tuple[str, dict[str, int]] = ("", {})
+        self._stored_slots: dict[str, tuple[str, int]] = {}
 
     # -- the protocol Inductor's wrappers use --------------------------------
 
@@ -247,7 +255,8 @@ class DebugPrinterManager:
             # recorded after it through its handle (set_printer_args).
             names = variables(args, _is_buffer_or_input) + self._handles
         else:
-            names = variables(args)
+            # The statistics workspace is the printer's own, not the model's.
+            names = variables(args, lambda a: not a.startswith(WORKSPACE_PREFIX))
         if self.kernel_type == "cpp" and self.use_array_ref:
             names = [
                 f"copy_arrayref_tensor_to_tensor({n})" if n.startswith(("buf", "arg")) else n
@@ -257,11 +266,14 @@ class DebugPrinterManager:
 
     def __enter__(self):
         names = self._names()
+        self._kept = current_call() if self.kernel_type != "extern" else ("", {})
         if self.debug_printer_level.code in (LEVEL_SAVE, LEVEL_PRINT) and not self._skip_kernel:
             self._held = self._provenance.kernel_call(
                 self.kernel_name, [label(n) for n in names], self._writes_of_call
             )
             self._writes_unseen = self._provenance.writes_unseen
+        else:
+            self._held, self._writes_unseen = ({}, {}), False
         self._perform_debug_print_or_save_helper(
             [n for n in names if n not in self._outputs_made_by_call],
             self.kernel_name,
@@ -293,9 +305,25 @@ class DebugPrinterManager:
         self._writeline(CALL_COMMENT + json.dumps(call))
 
     def __exit__(self, *exc_info):
+        names = self._names()
         self._perform_debug_print_or_save_helper(
-            self._names(), self.kernel_name, before_launch=False, arg_signatures=self.arg_signatures
+            names, self.kernel_name, before_launch=False, arg_signatures=self.arg_signatures
         )
+        self._note_stored_slots(names)
+
+    def _note_stored_slots(self, names: list[str]) -> None:
+        """After a kernel's call: the buffers it stored and kept statistics
+        of now have those slots; any other it may have written has none."""
+        workspace, fields = self._kept
+        if self._writes_unseen or self._skip_kernel:
+            self._stored_slots.clear()
+        after = self._held[1]
+        for name in map(label, names):
+            held = after.get(name)
+            if name in fields:
+                self._stored_slots[name] = (workspace, fields[name])
+            elif held is None or held.role != ROLE_READ:
+                self._stored_slots.pop(name, None)
 
     def _perform_debug_print_or_save_helper(
         self, args_to_print_or_save, kernel_name, before_launch, arg_signatures=None
@@ -404,9 +432,28 @@ class DebugPrinterManager:
         phase = BEFORE_LAUNCH if before_launch else AFTER_LAUNCH
         held = self._held[0 if before_launch else 1]
         for arg in args:
-            self._writeline(
-                self._emitter.record(level, phase, kernel_name, arg, held.get(label(arg)))
+            name = label(arg)
+            slot = (
+                self._slot_of(name, held.get(name), before_launch) if level == LEVEL_PRINT else None
             )
+            self._writeline(
+                self._emitter.record_stored(level, phase, kernel_name, arg, held.get(name), *slot)
+                if slot
+                else self._emitter.record(level, phase, kernel_name, arg, held.get(name))
+            )
+
+    def _slot_of(self, name: str, held: Held | None, before_launch: bool) -> tuple[str, int] | None:
+        """Where a generated kernel kept the statistics of what `name` holds
+        at this record: the kernel being written, after its launch; else the
+        last kernel that wrote it, where nothing has written it since (nor
+        may the kernel being written, after its launch)."""
+        workspace, fields = self._kept
+        if not before_launch:
+            if name in fields:
+                return workspace, fields[name]
+            if held is None or held.role != ROLE_READ:
+                return None
+        return self._stored_slots.get(name)
 
     # -- emitted code ----------------------------------------------------------
 

@@ -93,6 +93,20 @@ class Emitter:
         """One record's line; `held`: what the argument holds (see inductor/provenance)."""
         raise NotImplementedError
 
+    def record_stored(
+        self,
+        level: int,
+        phase: int,
+        kernel: str,
+        arg: str,
+        held: Held | None,
+        workspace: str,
+        field: int,
+    ) -> str:
+        """A record whose statistics a generated kernel kept in the slot at
+        `field` of `workspace` (stored_stats.py); only the C++ wrapper's."""
+        raise NotImplementedError
+
     def records_end(self) -> str:
         """The line that ends a launch event's records; only where batches_records."""
         raise NotImplementedError
@@ -140,16 +154,27 @@ class _CppEmitter(Emitter):
         )
 
     def record(self, level, phase, kernel, arg, held=None) -> str:
-        extra = (
-            f", {c_string(held.node)}, {c_string(held.why)}, {held.role}"
-            + (f", {c_string(held.formula)}" if held.formula else "")
-            if held
-            else ""
-        )
         return (
             f"aoti_debug_printer::value(AOTI_DEBUG_PRINTER_API, {level}, {phase}, "
-            f"{c_string(kernel)}, {c_string(label(arg))}, {arg}{extra});"
+            f"{c_string(kernel)}, {c_string(label(arg))}, {arg}{_held_cpp(held)});"
         )
+
+    def record_stored(self, level, phase, kernel, arg, held, workspace, field) -> str:
+        return (
+            f"aoti_debug_printer::value_stored(AOTI_DEBUG_PRINTER_API, {level}, {phase}, "
+            f"{c_string(kernel)}, {c_string(label(arg))}, {arg}, {workspace}, {field}"
+            f"{_held_cpp(held)});"
+        )
+
+
+def _held_cpp(held: Held | None) -> str:
+    """The C++ helpers' trailing arguments for what the codegen knows of a
+    tensor argument."""
+    if not held:
+        return ""
+    return f", {c_string(held.node)}, {c_string(held.why)}, {held.role}" + (
+        f", {c_string(held.formula)}" if held.formula else ""
+    )
 
 
 class _PythonEmitter(Emitter):

@@ -29,7 +29,12 @@ from types import ModuleType
 # (the tests').
 from .._native import PACKAGE_DIR  # noqa: F401
 from . import entry_points
-from .cache_tag import GENERATOR_FILES, cache_tag, this_installation_tag  # noqa: F401
+from .cache_tag import (  # noqa: F401
+    GENERATOR_FILES,
+    cache_tag,
+    generated_code_tag,
+    this_installation_tag,
+)
 from .switches import (
     HookPointMissing,
     hooks_wanted,
@@ -39,6 +44,7 @@ from .switches import (
 )
 from .wraps import (
     consults_printer_for_cpu_kernels,
+    keep_stored_statistics_in,
     note_kernel_nodes_in,
     note_lines_in,
     originals,
@@ -63,6 +69,9 @@ _SCHEDULING_MODULES = {
 # The C++ wrapper's calls of ops that are in no shim (custom ops, through
 # AOTInductor's proxy executor): written without consulting the printer.
 _FALLBACK_MODULE = "torch._inductor.codegen.cpp_wrapper_cpu"
+# Where Triton kernels store: they keep statistics of what they store
+# (stored_stats), on every torch (no hook of patches/ covers it).
+_TRITON_MODULE = "torch._inductor.codegen.triton"
 # Where Inductor's cache keys are made (see cache_tag).
 _CACHE_KEY_MODULE = "torch._inductor.codecache"
 # Where AOTInductor's public entry points live (entry_points wraps them).
@@ -110,7 +119,7 @@ class _Hooks:
         return DebugPrinterManager(debug_printer_level, use_array_ref)
 
     def cache_key_tag(self) -> str:
-        return this_installation_tag() if printing_requested() else ""
+        return generated_code_tag() if printing_requested() else ""
 
     def kernel_nodes(self, kernel_name, node_schedule) -> None:
         from .provenance import note_kernel_nodes
@@ -152,6 +161,8 @@ def _patch(module: ModuleType) -> None:
     if module.__name__ == _ENTRY_MODULE:
         entry_points.wrap(module, is_installed)
         return
+    if module.__name__ == _TRITON_MODULE and hooks_wanted() != "require":
+        keep_stored_statistics_in(module)
     hooks = inductor_hooks()
     if hooks is not None:
         if hooks.get_hooks() is not _HOOKS:

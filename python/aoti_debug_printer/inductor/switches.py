@@ -52,3 +52,11 @@ def hooks_wanted() -> str:
     or nothing, every method wrap refused (a patched torch's own tests)."""
     value = os.environ.get("AOTI_DEBUG_PRINTER_HOOKS", "").strip().lower()
     return "off" if value in OFF else "require" if value == "require" else "use"
+
+
+def stats_in_kernels_wanted() -> bool:
+    """AOTI_DEBUG_PRINTER_STATS_IN_KERNELS: whether a level-2 AOTInductor
+    compile for CUDA has its Triton kernels keep the statistics of what they
+    store (stored_stats.py), "1" (the default), or leaves every record to a
+    statistics launch of its own, "0", as before."""
+    return os.environ.get("AOTI_DEBUG_PRINTER_STATS_IN_KERNELS", "").strip().lower() not in OFF

@@ -10,7 +10,7 @@ import inspect
 import logging
 from types import ModuleType
 
-from .cache_tag import this_installation_tag
+from .cache_tag import generated_code_tag
 from .switches import HookPointMissing, hooks_wanted, torch_version
 
 log = logging.getLogger(__name__)
@@ -312,7 +312,7 @@ def tag_cache_keys_in(module: ModuleType, active) -> None:
             original(self, *args, **kwargs)
             if active():
                 tags = [t for t in str(getattr(self, "cache_key_tag", "")).split("+") if t]
-                self.cache_key_tag = "+".join(tags + [this_installation_tag()])
+                self.cache_key_tag = "+".join(tags + [generated_code_tag()])
 
         return __init__
 
@@ -323,4 +323,57 @@ def tag_cache_keys_in(module: ModuleType, active) -> None:
         make,
         "a compile at levels 1 to 3 may be served code cached by another version of "
         "aoti-debug-printer (or by stock PyTorch): clear Inductor's cache after an upgrade",
+    )
+
+
+def keep_stored_statistics_in(module: ModuleType) -> None:
+    """TritonKernel's stores and its call (stored_stats.py): where a kernel
+    stores a whole buffer it also keeps the statistics of what it stores,
+    and its call tells the printer which records can take them. No hook of
+    patches/ covers this: these are wrapped on every torch."""
+
+    def make_store(original):
+        def store(self, name, index, value, mode=None, *args, **kwargs):
+            from .stored_stats import keep_statistics
+
+            result = original(self, name, index, value, mode, *args, **kwargs)
+            if mode is None:
+                keep_statistics(self, self.stores, name, index, self.inside_reduction)
+            return result
+
+        return store
+
+    def make_store_reduction(original):
+        def store_reduction(self, name, index, value, *args, **kwargs):
+            from .stored_stats import keep_statistics
+
+            result = original(self, name, index, value, *args, **kwargs)
+            keep_statistics(self, self.post_loop_store, name, index, False)
+            return result
+
+        return store_reduction
+
+    def make_call_kernel(original):
+        def call_kernel(self, name, node=None, *args, **kwargs):
+            from .stored_stats import call_of
+
+            with call_of(self):
+                return original(self, name, node, *args, **kwargs)
+
+        return call_kernel
+
+    lost = "records of Triton kernels' outputs each take a statistics launch"
+    wrap_method(
+        module, "TritonKernel", "store", make_store, lost, params=("name", "index", "value", "mode")
+    )
+    wrap_method(
+        module,
+        "TritonKernel",
+        "store_reduction",
+        make_store_reduction,
+        lost,
+        params=("name", "index", "value"),
+    )
+    wrap_method(
+        module, "TritonKernel", "call_kernel", make_call_kernel, lost, params=("name", "node")
     )

@@ -1,0 +1,193 @@
+"""Statistics kept inside the Triton kernels Inductor generates
+(AOTI_DEBUG_PRINTER_STATS_IN_KERNELS, inductor/stored_stats.py), on the GPU.
+
+The correct models of findings.CORRECT, as the parts of one program, are
+compiled at level 2 with the statistics in the kernels and without (a
+statistics launch per record), and with the printer off. Their records
+must be the same record for record (counts, minima and maxima exactly,
+means and deviations within 1e-6), their outputs bit for bit the printer-off
+run's, and the statistics launches left must be those of what no Triton
+kernel stored. The trap stops at the kernel that stored a NaN."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import math
+import os
+import re
+
+import pytest
+import torch
+from conftest import wrapper_source
+from testmodels import findings, small
+
+import aoti_debug_printer
+
+pytestmark = [pytest.mark.gpu, pytest.mark.slow]
+if not torch.cuda.is_available():
+    pytest.skip("needs a CUDA device", allow_module_level=True)
+
+SWITCH = "AOTI_DEBUG_PRINTER_STATS_IN_KERNELS"
+# The correct models whose packages import here (transformers', torchvision's).
+NEEDS = {
+    "gpt2": "transformers",
+    "bert": "transformers",
+    "llama": "transformers",
+    "resnet18": "torchvision",
+}
+# The fields of a record's statistics that must be equal, and those that
+# sums make (float64 sums, in another order).
+EXACT = ("finite", "nan", "pos_inf", "neg_inf", "zeros", "min", "max", "absmax")
+SUMMED = ("mean", "std")
+
+
+@contextlib.contextmanager
+def switch(value: str):
+    before = os.environ.get(SWITCH)
+    os.environ[SWITCH] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(SWITCH)
+        else:
+            os.environ[SWITCH] = before
+
+
+def compile_at(program, level: str, in_kernels: str, path) -> str:
+    aoti_debug_printer.install()
+    with (
+        switch(in_kernels),
+        torch._inductor.config.patch({"aot_inductor.debug_intermediate_value_printer": level}),
+    ):
+        return torch._inductor.aoti_compile_and_package(program, package_path=str(path))
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    """The correct models' program, its inputs, and its packages: printer
+    off, level 2 with the statistics in the kernels, level 2 without."""
+    keys = [
+        name
+        for name in findings.CORRECT
+        if name not in NEEDS or importlib.util.find_spec(NEEDS[name]) is not None
+    ]
+    model, inputs, dynamic = findings.build_parts({k: {"name": k} for k in keys}, "cuda")
+    program = torch.export.export(model, inputs, dynamic_shapes=dynamic)
+    tmp = tmp_path_factory.mktemp("stored")
+    return (
+        inputs,
+        {
+            name: compile_at(program, level, in_kernels, tmp / f"{name}.pt2")
+            for name, level, in_kernels in (
+                ("off", "0", "1"),
+                ("in_kernels", "2", "1"),
+                ("separate", "2", "0"),
+            )
+        },
+    )
+
+
+def statistics_launches(run) -> int:
+    """The printer's statistics kernels one call of `run` launches."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        run()
+        torch.cuda.synchronize()
+    return sum(
+        e.count for e in prof.key_averages() if re.search(r"(dense|batch|strided)_partials", e.key)
+    )
+
+
+def close(a, b, scale: float) -> bool:
+    if a is None or b is None:
+        return a is b
+    return abs(a - b) <= 1e-6 * max(abs(a), abs(b), scale)
+
+
+@pytest.mark.xdist_group("stored")
+def test_records_equal_a_statistics_launch_per_record_and_outputs_are_unchanged(compiled, records):
+    inputs, paths = compiled
+    source = wrapper_source(paths["in_kernels"])
+    stored = source.count("aoti_debug_printer::value_stored(")
+    assert stored > 50, f"only {stored} records take a kernel's statistics"
+    assert "value_stored(" not in wrapper_source(paths["separate"])
+    outputs = {}
+    for name in ("off", "in_kernels", "separate"):
+        run = torch._inductor.aoti_load_package(paths[name])
+        outputs[name] = run(*inputs)
+        torch.cuda.synchronize()
+    # The model computes what it computes with the printer off, bit for bit.
+    for name in ("in_kernels", "separate"):
+        for got, want in zip(outputs[name], outputs["off"], strict=True):
+            assert torch.equal(
+                got.contiguous().view(torch.uint8), want.contiguous().view(torch.uint8)
+            )
+    written = records()
+    runs = sorted({r["run"] for r in written})
+    assert len(runs) == 2  # level 0 writes none
+
+    def keyed(run):
+        return {
+            (r["phase"], r["launch"], r["call"], r["kernel"], r["arg"]): r
+            for r in written
+            if r["run"] == run and r["event"] == "tensor"
+        }
+
+    in_kernels, separate = keyed(runs[0]), keyed(runs[1])
+    assert in_kernels.keys() == separate.keys()
+    compared = 0
+    for key, want in separate.items():
+        got = in_kernels[key]
+        assert (got["stats"] is None) == (want["stats"] is None), key
+        if not want["stats"]:
+            continue
+        compared += 1
+        g, w = got["stats"], want["stats"]
+        for field in EXACT:
+            assert g.get(field) == w.get(field), (key, field, g, w)
+        scale = w.get("std") or 0.0
+        scale = 0.0 if scale is None or math.isnan(scale) else scale
+        for field in SUMMED:
+            gv, wv = g.get(field), w.get(field)
+            if isinstance(wv, float) and math.isnan(wv):
+                assert isinstance(gv, float) and math.isnan(gv), (key, field)
+            else:
+                assert close(gv, wv, scale), (key, field, g, w)
+    assert compared > 100
+    print(f"{stored} records take a kernel's statistics; {compared} records compared")
+
+
+@pytest.mark.xdist_group("stored")
+def test_only_what_no_triton_kernel_stored_takes_a_statistics_launch(compiled):
+    inputs, paths = compiled
+    with aoti_debug_printer.options(output=os.devnull):
+        counts = {}
+        for name in ("in_kernels", "separate"):
+            run = torch._inductor.aoti_load_package(paths[name])
+            run(*inputs)  # warm
+            counts[name] = statistics_launches(lambda run=run: run(*inputs))
+    print(f"statistics launches per run: {counts}")
+    assert counts["in_kernels"] < 0.6 * counts["separate"], counts
+
+
+def test_the_trap_stops_at_the_kernel_that_stored_the_nan(tmp_path, records):
+    """nan_maker: an mm, then a fused kernel whose log makes NaN. The fused
+    kernel's output record takes its statistics from the kernel's slot, read
+    at once where the trap judges it."""
+    model, inputs = small.build("nan_maker", "cuda")
+    program = torch.export.export(model, inputs)
+    path = compile_at(program, "2", "1", tmp_path / "nan.pt2")
+    assert "value_stored(" in wrapper_source(path)
+    with aoti_debug_printer.options(trap=1), pytest.raises(RuntimeError, match="NaN/Inf trap"):
+        torch._inductor.aoti_load_package(path)(*inputs)
+    trapped = [r for r in records() if r["event"] == "trap"]
+    assert len(trapped) == 1 and trapped[0]["kernel"].startswith("triton_"), trapped
+    after = [
+        r
+        for r in records()
+        if r["event"] == "tensor"
+        and r["phase"] == "after_launch"
+        and r["kernel"] == trapped[0]["kernel"]
+    ]
+    assert after and after[-1]["stats"]["nan"] > 0
