@@ -115,6 +115,11 @@ int32_t aoti_debug_printer_tensor_stored(int32_t level, int32_t phase, const cha
   return stop;
 }
 
+void aoti_debug_printer_statistics_workspace(AtenTensorHandle workspace) {
+  if (runtime_level() == Level::Off) return;  // switched off: the kernels keep nothing
+  guarded(__func__, [&] { statistics_workspace(tensor_of(workspace)); });
+}
+
 int32_t aoti_debug_printer_tensor_computed(int32_t level, int32_t phase, const char* kernel,
                                            const char* arg, const char* node, const char* why,
                                            const char* formula, int32_t role,
@@ -214,6 +219,7 @@ const aoti_debug_printer_api* aoti_debug_printer_get_api(uint32_t abi_version) {
       &aoti_debug_printer_check_input,
       &aoti_debug_printer_sources,
       &aoti_debug_printer_tensor_stored,
+      &aoti_debug_printer_statistics_workspace,
   };
   // One table serves every version we support: it only grew at the end.
   const bool supported = abi_version >= AOTI_DEBUG_PRINTER_OLDEST_ABI_VERSION &&

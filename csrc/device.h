@@ -67,6 +67,9 @@ Snapshot take(const Landing& l, const std::string& error);
 class StoredRun;
 // Whether `workspace` can be one: an int64 CUDA tensor of whole slots.
 bool is_statistics_workspace(const at::Tensor& workspace);
+// Sets `workspace`'s switch (AOTI_DEBUG_PRINTER_STORED_SWITCH) on the
+// current stream: the kernels that follow keep their statistics.
+void switch_on_stored(const at::Tensor& workspace);
 // A StoredRun for `workspace`, to be copied back on the current stream.
 std::shared_ptr<StoredRun> stored_run(const at::Tensor& workspace);
 // Whether `run` is of `workspace`'s memory, to be copied on the current stream.

@@ -180,6 +180,7 @@ PYBIND11_MODULE(_C, m) {
   m.attr("ROLE_WRITE") = static_cast<int>(AOTI_DEBUG_PRINTER_ROLE_WRITE);
   m.attr("ROLE_READ_WRITE") = static_cast<int>(AOTI_DEBUG_PRINTER_ROLE_READ_WRITE);
   m.attr("ROLE_ACCUMULATE") = static_cast<int>(AOTI_DEBUG_PRINTER_ROLE_ACCUMULATE);
+  m.attr("STORED_SWITCH") = static_cast<int>(AOTI_DEBUG_PRINTER_STORED_SWITCH);
   m.attr("STORED_NAN") = static_cast<int>(AOTI_DEBUG_PRINTER_STORED_NAN);
   m.attr("STORED_POS_INF") = static_cast<int>(AOTI_DEBUG_PRINTER_STORED_POS_INF);
   m.attr("STORED_NEG_INF") = static_cast<int>(AOTI_DEBUG_PRINTER_STORED_NEG_INF);

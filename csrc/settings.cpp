@@ -62,8 +62,10 @@ std::string cleaned(const std::string& key, const std::string& value) {
 // Variables of this package that are not options: the Python entry
 // point's switches, the header's library path, and the test scripts' torch.
 constexpr const char* kOtherVariables[] = {
-    "AOTI_DEBUG_PRINTER_AUTOLOAD", "AOTI_DEBUG_PRINTER_HOOKS",   "AOTI_DEBUG_PRINTER_LIBRARY",
-    "AOTI_DEBUG_PRINTER_TORCH",    "AOTI_DEBUG_PRINTER_PATCHED", "AOTI_DEBUG_PRINTER_OTHER_PYTHON"};
+    "AOTI_DEBUG_PRINTER_AUTOLOAD", "AOTI_DEBUG_PRINTER_HOOKS", "AOTI_DEBUG_PRINTER_LIBRARY",
+    "AOTI_DEBUG_PRINTER_TORCH", "AOTI_DEBUG_PRINTER_PATCHED", "AOTI_DEBUG_PRINTER_OTHER_PYTHON",
+    // The compile-time switch of the statistics inside kernels (stored_stats.py).
+    "AOTI_DEBUG_PRINTER_STATS_IN_KERNELS"};
 
 size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<size_t> row(b.size() + 1);

@@ -126,6 +126,15 @@ std::shared_ptr<device::StoredRun> stored_run_of(const at::Tensor& workspace) {
 }
 }  // namespace
 
+void statistics_workspace(const at::Tensor* workspace) {
+  if (workspace == nullptr || !device::is_statistics_workspace(*workspace)) return;
+  // Only a printed record takes its statistics from a slot (record_and_check).
+  if (level_now(runtime_level(), Level::Print) != Level::Print) return;
+  const Settings& settings = settings_now();
+  if (!settings.rank_selected() || settings.guard > 0 || graphs::capturing()) return;
+  device::switch_on_stored(*workspace);
+}
+
 void end_run() {
   copy_back_stored();
   state.run_has_end = false;

@@ -62,6 +62,10 @@ struct Stored {
   int64_t field;
 };
 
+// The run's statistics workspace, zeroed (aoti_debug_printer_statistics_workspace):
+// switches the kernels' statistics on where this run's records print them.
+void statistics_workspace(const at::Tensor* workspace);
+
 // A record of a model compiled at `compiled`, which the run-time level
 // turns into a save, a print or nothing (settings.h: action_at). `t ==
 // nullptr` stands for a null handle. `where_of` makes the record's Where

@@ -110,7 +110,10 @@ def trees(tmp_path_factory) -> dict[str, dict[str, list]]:
     return {"patched": other, "stock": {}}
 
 
-STORED_STATISTICS = "torch._inductor.codegen.triton.TritonKernel."
+STORED_STATISTICS = (
+    "torch._inductor.codegen.triton.TritonKernel.",
+    "torch._inductor.codegen.cpp_wrapper_gpu.CppWrapperGpu.make_zero_buffer",
+)
 
 
 def run_child(tmp_path: Path, name: str, overlay: dict, hooks: str) -> tuple[dict, Path]:

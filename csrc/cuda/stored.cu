@@ -221,6 +221,14 @@ bool is_statistics_workspace(const at::Tensor& workspace) {
          workspace.numel() > 0 && workspace.numel() % AOTI_DEBUG_PRINTER_STORED_SLOT == 0;
 }
 
+void switch_on_stored(const at::Tensor& workspace) {
+  const c10::cuda::CUDAGuard guard(workspace.device());
+  C10_CUDA_CHECK(cudaMemcpyAsync(
+      workspace.data_ptr<int64_t>() + AOTI_DEBUG_PRINTER_STORED_SWITCH,
+      device_one(workspace.device().index()), sizeof(int64_t), cudaMemcpyDeviceToDevice,
+      c10::cuda::getCurrentCUDAStream(workspace.device().index()).stream()));
+}
+
 std::shared_ptr<StoredRun> stored_run(const at::Tensor& workspace) {
   return std::make_shared<StoredRun>(workspace);
 }

@@ -24,8 +24,8 @@
 // launch events too); 7 records_end (a launch event's records may wait for
 // it to reach the GPU, together); 8 check_input (a model input against
 // what the package was compiled for); 9 sources (where the program's nodes
-// came from in the user's code); 10 tensor_stored (statistics a generated
-// kernel kept as it stored the tensor). Tables only grow at the end, and
+// came from in the user's code); 10 tensor_stored and statistics_workspace
+// (statistics generated kernels keep as they store). Tables only grow at the end, and
 // `size` says how much of one a caller may use, so packages compiled
 // against an older header keep loading.
 #define AOTI_DEBUG_PRINTER_ABI_VERSION 10
@@ -106,6 +106,9 @@ enum {
 // AOTI_DEBUG_PRINTER_STORED_SLOT int64 fields; each one's identity is zero,
 // so programs add (counts, sums) or take the maximum (keys) atomically.
 enum {
+  // The workspace's first field, in slot 0, which holds no statistics:
+  // nonzero while the kernels keep them (aoti_debug_printer_statistics_workspace).
+  AOTI_DEBUG_PRINTER_STORED_SWITCH = 0,
   AOTI_DEBUG_PRINTER_STORED_NAN = 0,
   AOTI_DEBUG_PRINTER_STORED_POS_INF = 1,
   AOTI_DEBUG_PRINTER_STORED_NEG_INF = 2,
@@ -194,6 +197,15 @@ int32_t aoti_debug_printer_tensor_stored(int32_t level, int32_t phase, const cha
                                          const char* arg, const char* node, const char* why,
                                          const char* formula, int32_t role, AtenTensorHandle tensor,
                                          AtenTensorHandle statistics, int64_t slot);
+// The run's statistics workspace, just zeroed by the wrapper: where this
+// run's records print what the kernels keep, its switch
+// (AOTI_DEBUG_PRINTER_STORED_SWITCH) is set, in stream order, and the
+// kernels keep their statistics; elsewhere they skip that work: the printer
+// switched off or to another level at run time, the write guard on, a CUDA
+// graph being captured (its records read the tensors at each replay), and
+// Inductor's autotuning at compile time, which never calls this, so that the
+// statistics never sway which kernel configs it picks.
+void aoti_debug_printer_statistics_workspace(AtenTensorHandle workspace);
 // The digest of the Inductor config the running program was compiled with,
 // recorded in the run's environment record; called after begin_run.
 void aoti_debug_printer_compiled_with(const char* inductor_config);
@@ -262,6 +274,7 @@ typedef struct aoti_debug_printer_api {
   // ABI 10.
   int32_t (*tensor_stored)(int32_t, int32_t, const char*, const char*, const char*, const char*,
                            const char*, int32_t, AtenTensorHandle, AtenTensorHandle, int64_t);
+  void (*statistics_workspace)(AtenTensorHandle);
 } aoti_debug_printer_api;
 
 // Returns the table, or NULL when the caller wants an ABI we do not have
@@ -446,6 +459,15 @@ inline void value(const aoti_debug_printer_api* api, int32_t level, int32_t phas
   // Any other type (pointers, array refs) has no record; the codegen only
   // passes tensors and scalars, and a model must never fail to build because
   // the printer is on.
+}
+
+// The run's statistics workspace, just zeroed
+// (aoti_debug_printer_statistics_workspace). A library older than this
+// header never switches the kernels' statistics on.
+inline void statistics_workspace(const aoti_debug_printer_api* api, AtenTensorHandle workspace) {
+  if (api && api->size >= offsetof(aoti_debug_printer_api, statistics_workspace) +
+                              sizeof(api->statistics_workspace))
+    api->statistics_workspace(workspace);
 }
 
 // A tensor a generated kernel stored whole, with its statistics in `slot`

@@ -29,6 +29,7 @@ ROLE_WRITE: Literal[2]
 ROLE_READ_WRITE: Literal[3]
 ROLE_ACCUMULATE: Literal[4]
 # The fields of a slot of the statistics generated kernels keep (STORED_SLOT a slot).
+STORED_SWITCH: Literal[0]
 STORED_NAN: Literal[0]
 STORED_POS_INF: Literal[1]
 STORED_NEG_INF: Literal[2]

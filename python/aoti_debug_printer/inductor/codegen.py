@@ -19,8 +19,8 @@ from ..records import CALL_COMMENT
 from .compiled_inputs import accepted_inputs
 from .emitters import CPP, OUTPUT_HANDLE, PYTHON, Emitter, label
 from .filter import KernelFilter
-from .provenance import Held, Provenance, Writes
-from .stored_stats import WORKSPACE_PREFIX, current_call
+from .provenance import Held, Provenance, Writes, kept_by_line_being_rendered
+from .stored_stats import WORKSPACE_PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -266,7 +266,13 @@ class DebugPrinterManager:
 
     def __enter__(self):
         names = self._names()
-        self._kept = current_call() if self.kernel_type != "extern" else ("", {})
+        # The call's line is rendered after scheduling: it carries what the
+        # kernel keeps (stored_stats.py, provenance.capture).
+        self._kept = (
+            kept_by_line_being_rendered()
+            if self.kernel_type != "extern" and self.debug_printer_level.code == LEVEL_PRINT
+            else ("", {})
+        )
         if self.debug_printer_level.code in (LEVEL_SAVE, LEVEL_PRINT) and not self._skip_kernel:
             self._held = self._provenance.kernel_call(
                 self.kernel_name, [label(n) for n in names], self._writes_of_call

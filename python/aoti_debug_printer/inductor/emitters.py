@@ -146,6 +146,11 @@ class _CppEmitter(Emitter):
     def records_end(self) -> str:
         return "aoti_debug_printer::records_end(AOTI_DEBUG_PRINTER_API);"
 
+    def statistics_workspace(self, workspace: str) -> str:
+        """After the wrapper zeroes the run's statistics workspace: the line
+        that lets the kernels keep their statistics (stored_stats.py)."""
+        return f"aoti_debug_printer::statistics_workspace(AOTI_DEBUG_PRINTER_API, {workspace});"
+
     def check_input(self, level: int, accepted: Accepted) -> str:
         return (
             f"aoti_debug_printer::check_input(AOTI_DEBUG_PRINTER_API, {level}, "

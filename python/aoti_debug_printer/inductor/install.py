@@ -70,8 +70,9 @@ _SCHEDULING_MODULES = {
 # AOTInductor's proxy executor): written without consulting the printer.
 _FALLBACK_MODULE = "torch._inductor.codegen.cpp_wrapper_cpu"
 # Where Triton kernels store: they keep statistics of what they store
-# (stored_stats), on every torch (no hook of patches/ covers it).
-_TRITON_MODULE = "torch._inductor.codegen.triton"
+# (stored_stats), and where the C++ wrapper zeroes the run's workspace for
+# them; wrapped on every torch (no hook of patches/ covers them).
+_TRITON_MODULES = ("torch._inductor.codegen.triton", "torch._inductor.codegen.cpp_wrapper_gpu")
 # Where Inductor's cache keys are made (see cache_tag).
 _CACHE_KEY_MODULE = "torch._inductor.codecache"
 # Where AOTInductor's public entry points live (entry_points wraps them).
@@ -79,6 +80,7 @@ _ENTRY_MODULE = "torch._inductor"
 _TARGETS = (
     _PRINTER_MODULES
     + tuple(_SCHEDULING_MODULES)
+    + _TRITON_MODULES[1:]
     + (_FALLBACK_MODULE, _CACHE_KEY_MODULE, _ENTRY_MODULE)
 )
 
@@ -161,8 +163,10 @@ def _patch(module: ModuleType) -> None:
     if module.__name__ == _ENTRY_MODULE:
         entry_points.wrap(module, is_installed)
         return
-    if module.__name__ == _TRITON_MODULE and hooks_wanted() != "require":
+    if module.__name__ in _TRITON_MODULES and hooks_wanted() != "require":
         keep_stored_statistics_in(module)
+    if module.__name__ == _TRITON_MODULES[1]:
+        return  # nothing else of ours is there
     hooks = inductor_hooks()
     if hooks is not None:
         if hooks.get_hooks() is not _HOOKS:

@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 
 _abi = shim()
 FIELDS = _abi.STORED_SLOT
+SWITCH = _abi.STORED_SWITCH
 _FIELD = {
     "nan": _abi.STORED_NAN,
     "pos_inf": _abi.STORED_POS_INF,
@@ -50,7 +51,9 @@ _FIELD = {
 # codegen.py keeps out of the records).
 WORKSPACE_PARAM = "aoti_stats"
 SLOT_PARAM = "aoti_slot"
-WORKSPACE_PREFIX = "aoti_debug_printer_stats_"
+# "workspace": what Inductor's compile-time autotuning takes for a workspace it
+# allocated itself (wrapper.py: _generate_kernel_call_helper), not a buffer.
+WORKSPACE_PREFIX = "workspace_aoti_debug_printer_stats_"
 # A store line as TritonKernel.store and store_reduction write it, on every
 # torch we support (2.11 to 2.15); any other (block pointers, TMA, a mask
 # that is an expression) keeps no statistics.
@@ -232,8 +235,12 @@ def keep_statistics(kernel, buffer, name: str, index, inside_reduction: bool) ->
         f"{pointer} = {WORKSPACE_PARAM} + ({slots.slot_param} + {place * FIELDS})",
         *_slot_lines(place, pointer, match["value"], match["index"], match["mask"].strip(), dtype),
     ]
-    for line in lines:
-        buffer.writeline(DeferredLine(name, line))
+    # Only where the run switched them on (the workspace's first field): never
+    # while Inductor's autotuning at compile time times the kernel's configs.
+    buffer.writeline(DeferredLine(name, f"if tl.load({WORKSPACE_PARAM} + {SWITCH}) != 0:"))
+    with buffer.indent():
+        for line in lines:
+            buffer.writeline(DeferredLine(name, line))
 
 
 def stored_by_call(kernel) -> tuple[str, dict[str, int]]:

@@ -363,6 +363,22 @@ def keep_stored_statistics_in(module: ModuleType) -> None:
         return call_kernel
 
     lost = "records of Triton kernels' outputs each take a statistics launch"
+    if module.__name__.endswith("cpp_wrapper_gpu"):
+
+        def make_zero_buffer(original):
+            def make_zero_buffer(self, name):
+                from .emitters import CPP
+                from .stored_stats import WORKSPACE_PREFIX
+
+                line = original(self, name)
+                if str(name).startswith(WORKSPACE_PREFIX):
+                    line += "\n" + CPP.statistics_workspace(name)
+                return line
+
+            return make_zero_buffer
+
+        wrap_method(module, "CppWrapperGpu", "make_zero_buffer", make_zero_buffer, lost, ("name",))
+        return
     wrap_method(
         module, "TritonKernel", "store", make_store, lost, params=("name", "index", "value", "mode")
     )

@@ -14,7 +14,7 @@ a wrong kernel. A tag is therefore given only where it is exact. The rooms:
 - internals: the one place a read of Inductor's internals may fail.
 """
 
-from .capture import Writes, note_kernel_nodes, note_line
+from .capture import Writes, kept_by_line_being_rendered, note_kernel_nodes, note_line
 from .internals import fallbacks
 from .ledger import (
     ROLE_ACCUMULATE,
@@ -38,6 +38,7 @@ __all__ = [
     "Value",
     "Writes",
     "fallbacks",
+    "kept_by_line_being_rendered",
     "note_kernel_nodes",
     "note_line",
 ]

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 _pending = threading.local()
 # The attribute a kernel's call line carries: what that kernel writes.
 _WRITES = "_aoti_debug_printer_writes"
+# What a generated kernel's call keeps of what it stores (stored_stats.py).
+_KEPT = "_aoti_debug_printer_kept"
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,11 @@ def note_line(line) -> None:
             nodes = [current]
     if nodes is not None:
         object.__setattr__(line, _WRITES, _writes_of_nodes(nodes))
+    from ..stored_stats import current_call
+
+    kept = current_call()
+    if kept[1]:
+        object.__setattr__(line, _KEPT, kept)
 
 
 def _writes_of_nodes(nodes) -> Writes:
@@ -133,6 +140,14 @@ def _line_being_rendered():
 # Where the line being rendered comes from: the one function the rest of
 # the wing asks.
 line_source: Callable[[], object | None] = _line_being_rendered
+
+
+def kept_by_line_being_rendered() -> tuple[str, dict[str, int]]:
+    """What the kernel whose call the wrapper is rendering now keeps of what
+    it stores (stored_stats.current_call, as the call was written): ("", {})
+    where it keeps nothing."""
+    line = line_source()
+    return getattr(line, _KEPT, ("", {})) if line is not None else ("", {})
 
 
 def writes_of_line_being_rendered() -> Writes | None:
