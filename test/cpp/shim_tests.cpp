@@ -1476,3 +1476,47 @@ TEST_CASE("a trap on infinities only says how to trap NaN only, and =nan does no
   nan[0] = NAN;
   CHECK(!trap::check(settings_now(), r.where, host_contents(nan, 0).stats, watched).empty());
 }
+
+TEST_CASE("a record whose workspace holds no kernel's statistics reads its tensor",
+          "[aoti_debug_printer_tensor_stored][aoti_debug_printer_statistics_workspace]") {
+  // Only a CUDA workspace of int64 slots holds statistics a kernel kept; any
+  // other (this CPU one, one of floats, none) leaves the record to read its
+  // tensor, exactly as tensor_computed's does, and switches nothing on.
+  const aoti_debug_printer_api* api = aoti_debug_printer_get_api(AOTI_DEBUG_PRINTER_ABI_VERSION);
+  REQUIRE(api != nullptr);
+  Scratch s;
+  at::Tensor t = at::arange(100, at::kFloat).sub_(30);
+  at::Tensor slots = at::zeros({2 * AOTI_DEBUG_PRINTER_STORED_SLOT}, at::kLong);
+  at::Tensor floats = at::zeros({2 * AOTI_DEBUG_PRINTER_STORED_SLOT}, at::kFloat);
+  {
+    aoti_debug_printer::Run run(api);
+    aoti_debug_printer::statistics_workspace(api, handle(slots));
+    aoti_debug_printer::statistics_workspace(api, nullptr);
+    aoti_debug_printer::launch(api, AOTI_DEBUG_PRINTER_LEVEL_PRINT,
+                               AOTI_DEBUG_PRINTER_AFTER_LAUNCH, "k", 0);
+    aoti_debug_printer::value(api, AOTI_DEBUG_PRINTER_LEVEL_PRINT,
+                              AOTI_DEBUG_PRINTER_AFTER_LAUNCH, "k", "read", handle(t));
+    aoti_debug_printer::value_stored(api, AOTI_DEBUG_PRINTER_LEVEL_PRINT,
+                                     AOTI_DEBUG_PRINTER_AFTER_LAUNCH, "k", "cpu", handle(t),
+                                     handle(slots), AOTI_DEBUG_PRINTER_STORED_SLOT);
+    aoti_debug_printer::value_stored(api, AOTI_DEBUG_PRINTER_LEVEL_PRINT,
+                                     AOTI_DEBUG_PRINTER_AFTER_LAUNCH, "k", "floats", handle(t),
+                                     handle(floats), AOTI_DEBUG_PRINTER_STORED_SLOT);
+    aoti_debug_printer::value_stored(api, AOTI_DEBUG_PRINTER_LEVEL_PRINT,
+                                     AOTI_DEBUG_PRINTER_AFTER_LAUNCH, "k", "none", handle(t),
+                                     nullptr, -5);
+  }
+  const std::string out = s.output();
+  // Each record's statistics, the line after its header.
+  const auto stats_of = [&](const std::string& arg) {
+    const size_t at = out.find("k " + arg + " ");
+    REQUIRE(at != std::string::npos);
+    const size_t from = out.find('\n', out.find('\n', at) + 1) + 1;
+    return out.substr(from, out.find('\n', from) - from);
+  };
+  CHECK(field(stats_of("read"), "min") == "-30");
+  CHECK(field(stats_of("read"), "max") == "69");
+  for (const char* arg : {"cpu", "floats", "none"}) CHECK(stats_of(arg) == stats_of("read"));
+  CHECK(slots.eq(0).all().item<bool>());
+  CHECK(floats.eq(0).all().item<bool>());
+}

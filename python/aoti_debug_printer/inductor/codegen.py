@@ -21,6 +21,7 @@ from .emitters import CPP, OUTPUT_HANDLE, PYTHON, Emitter, label
 from .filter import KernelFilter
 from .provenance import Held, Provenance, Writes, kept_by_line_being_rendered
 from .stored_stats import WORKSPACE_PREFIX
+from .switches import stats_in_kernels_wanted
 
 log = logging.getLogger(__name__)
 
@@ -270,7 +271,9 @@ class DebugPrinterManager:
         # kernel keeps (stored_stats.py, provenance.capture).
         self._kept = (
             kept_by_line_being_rendered()
-            if self.kernel_type != "extern" and self.debug_printer_level.code == LEVEL_PRINT
+            if self.kernel_type != "extern"
+            and self.debug_printer_level.code == LEVEL_PRINT
+            and stats_in_kernels_wanted()
             else ("", {})
         )
         if self.debug_printer_level.code in (LEVEL_SAVE, LEVEL_PRINT) and not self._skip_kernel:
