@@ -1492,10 +1492,10 @@ TEST_CASE("a record whose workspace holds no kernel's statistics reads its tenso
     aoti_debug_printer::Run run(api);
     aoti_debug_printer::statistics_workspace(api, handle(slots));
     aoti_debug_printer::statistics_workspace(api, nullptr);
-    aoti_debug_printer::launch(api, AOTI_DEBUG_PRINTER_LEVEL_PRINT,
-                               AOTI_DEBUG_PRINTER_AFTER_LAUNCH, "k", 0);
-    aoti_debug_printer::value(api, AOTI_DEBUG_PRINTER_LEVEL_PRINT,
-                              AOTI_DEBUG_PRINTER_AFTER_LAUNCH, "k", "read", handle(t));
+    aoti_debug_printer::launch(api, AOTI_DEBUG_PRINTER_LEVEL_PRINT, AOTI_DEBUG_PRINTER_AFTER_LAUNCH,
+                               "k", 0);
+    aoti_debug_printer::value(api, AOTI_DEBUG_PRINTER_LEVEL_PRINT, AOTI_DEBUG_PRINTER_AFTER_LAUNCH,
+                              "k", "read", handle(t));
     aoti_debug_printer::value_stored(api, AOTI_DEBUG_PRINTER_LEVEL_PRINT,
                                      AOTI_DEBUG_PRINTER_AFTER_LAUNCH, "k", "cpu", handle(t),
                                      handle(slots), AOTI_DEBUG_PRINTER_STORED_SLOT);

@@ -30,6 +30,7 @@ import re
 import weakref
 
 from .._native import shim
+from .provenance.internals import InternalsMoved, reading
 from .switches import stats_in_kernels_wanted
 
 log = logging.getLogger(__name__)
@@ -125,8 +126,9 @@ def _stores_whole(kernel, name: str, index, inside_reduction: bool) -> bool:
         if not tree.is_reduction or inside_reduction:
             numel = numel * tree.numel
     try:
-        return V.graph.sizevars.statically_known_equals(numel, V.graph.get_numel(name))
-    except Exception:  # noqa: BLE001 - a buffer Inductor cannot size: no slot
+        with reading("a stored buffer's size"):
+            return V.graph.sizevars.statically_known_equals(numel, V.graph.get_numel(name))
+    except InternalsMoved:  # counted and logged there: this store keeps no statistics
         return False
 
 
