@@ -245,7 +245,7 @@ def test_halving_finds_the_decisions_that_remove_it_in_few_compiles(needed, monk
         what = ""
         compiles = 0
 
-        def __call__(self):
+        def verdict(self):
             self.compiles += 1
             return {items[i] for i in needed} <= off[-1]
 
@@ -257,5 +257,91 @@ def test_halving_finds_the_decisions_that_remove_it_in_few_compiles(needed, monk
         assert found == [items[next(iter(needed))]]
         assert oracle.compiles <= 2 + math.ceil(math.log2(len(items)))
     # And where nothing turned off removes it: None, after one compile.
-    monkeypatch.setattr(Oracle, "__call__", lambda self: False)
+    monkeypatch.setattr(Oracle, "verdict", lambda self: False)
     assert bisecting._one_of(Oracle(), items, "decomposition", "without") is None
+
+
+def test_a_custom_ops_wrong_decomposition_is_named_not_its_kernel(tmp_path):
+    """A custom op whose kernel is right and whose registered decomposition
+    is wrong: turning the decomposition off (out of Inductor's table; the
+    bisector's hook alone fails Inductor's "both a fallback and a decomp"
+    check) removes the divergence, and the cause is that decomposition,
+    with its file and line, never "not the compiler"."""
+    # Exported in a process of its own: importing the module registers its
+    # decomposition, which must not stay in this one.
+    exported = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from testmodels.compiler_bugs import wrong_custom_op_decomposition as b; "
+            "b.export(sys.argv[1])",
+            str(tmp_path / "program.pt2"),
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parent)},
+        timeout=600,
+    )
+    assert exported.returncode == 0, exported.stderr[-3000:]
+    done = bisect(tmp_path / "program.pt2", "wrong_custom_op_decomposition")
+    assert done.returncode == 1, done.stdout + done.stderr[-3000:]
+    assert "failed (" not in done.stdout, done.stdout
+    cause = cause_of(done)
+    assert cause.startswith(
+        "cause: the decomposition of adp_bugs.gelu_exact.default, registered at "
+        f"{line_of('wrong_custom_op_decomposition', 'gelu_tanh')}"
+    ), cause
+    assert compiles_of(done) <= 15
+
+
+def test_a_failed_compile_decides_nothing(monkeypatch):
+    """A set whose compile fails is split until the decision whose compile
+    fails, which stays a suspect; a decision found by a compile that ran
+    stands; and where suspects are left, the verdict is undecided."""
+    import contextlib
+    from types import SimpleNamespace
+
+    from aoti_debug_printer.tools.diverge import bisect as bisecting
+    from aoti_debug_printer.tools.diverge.format import undecided
+    from aoti_debug_printer.tools.diverge.result import Bisection, Divergence, Outcome
+
+    items = [f"op{i}" for i in range(6)]
+    off: list[set] = [set()]
+
+    @contextlib.contextmanager
+    def turned_off(subsystem, names):
+        off.append(set(names))
+        yield
+        off.pop()
+
+    class Oracle:
+        what = ""
+        compiles = 0
+
+        def __init__(self, culprit, broken):
+            self.culprit, self.broken, self.suspects = culprit, broken, []
+
+        def verdict(self):
+            self.compiles += 1
+            if self.broken in off[-1]:
+                self.why_failed = f"compile {self.compiles} without it failed: AssertionError"
+                return None
+            return self.culprit in off[-1]
+
+        suspect = bisecting._Oracle.suspect
+
+    monkeypatch.setattr(bisecting, "turned_off", turned_off)
+    # The culprit's own compile fails: nothing found, it stays a suspect.
+    oracle = Oracle("op4", "op4")
+    assert bisecting._one_of(oracle, items, "decomposition", "without") is None
+    assert [s for s, _ in oracle.suspects] == ["decomposition: op4"]
+    # Another decision's compile fails: the culprit is still found.
+    oracle = Oracle("op4", "op1")
+    assert bisecting._one_of(oracle, items, "decomposition", "without") == ["op4"]
+    # The verdict: undecided, exit 3, never "not the compiler".
+    b = Bisection(Divergence([]), node="n", suspects=[("decomposition: op4", "f.py:3", "why")])
+    b.divergence.matches = [SimpleNamespace(own=SimpleNamespace(diverged=True))]
+    assert b.outcome is Outcome.NO_DECISION
+    said = undecided(b)
+    assert said.startswith("undecided: ") and "decomposition: op4 (registered at f.py:3)" in said
+    assert "not the compiler" not in said

@@ -35,7 +35,7 @@ from pathlib import Path
 from ...source_lines import node_sources
 from ..dumps import Record, load_dump
 from .evaluate import ProgramGraph, region_nodes
-from .format import format_bisection
+from .format import format_bisection, undecided
 from .match import match_dump
 from .program import program_and_inputs
 from .result import Bisection, Cause, Divergence, Outcome, Progress, Stage
@@ -98,19 +98,28 @@ def bisect_divergence(
             else:
                 with _bisecting(Path(tmp) / "bisector"):
                     result.cause = _find_cause(oracle, program, region)
+        result.suspects = [(what, _suspect_site(what), why) for what, why in oracle.suspects]
         if repro is not None and first.first is not None:
             with_repro(first, oracle.first_dump, oracle.first_package, repro, imports, _bad(result))
         result.compiles = oracle.compiles
         result.seconds = time.monotonic() - start
         result.steps = oracle.lines
         if report is not None:
-            cause = f"cause: {result.cause.text}" if result.cause is not None else ""
+            cause = (
+                f"cause: {result.cause.text}"
+                if result.cause is not None
+                else undecided(result)
+                if result.suspects
+                else ""
+            )
             with_report(report, oracle.first_dump, first, format_bisection(result), cause)
     return result
 
 
 def _bad(b: Bisection) -> str:
     """What a repro of the default compile says of it."""
+    if b.cause is None and b.suspects:
+        return f"; from the default compile, {undecided(b)}"
     if b.cause is None:
         return "; from the default compile, in which no compiler decision was found behind it"
     without = f"; without it ({b.cause.good})" if b.cause.good else ""
@@ -144,6 +153,10 @@ class _Oracle:
         self.config: dict = {}
         self.what = ""
         self.lines: list[str] = []
+        # What a failed compile left undecided: (the decision, why), in order.
+        self.suspects: list[tuple[str, str]] = []
+        self.failures = 0
+        self.why_failed = ""
 
     def judge(self, what: str) -> Divergence:
         import torch
@@ -161,13 +174,26 @@ class _Oracle:
         return match_dump(self.last_dump, self.program, self.args, self.kwargs)
 
     def __call__(self) -> bool:
+        """The bisector's oracle: good or not. A failed compile reads as not
+        good here; the callers that can tell use verdict()."""
+        return self.verdict() is True
+
+    def suspect(self, decision: str) -> None:
+        """`decision` stays a suspect: the compile without it failed."""
+        self.suspects.append((decision, self.why_failed))
+
+    def verdict(self) -> bool | None:
+        """True: good; False: the watched node still diverges; None: the
+        compile (or its run) failed, which decides nothing."""
         try:
             d = self.judge(self.what)
-        except Exception as e:  # noqa: BLE001 - a compile that fails is not a good one
+        except Exception as e:  # noqa: BLE001 - a compile that fails decides nothing
             from ..dumps import first_line
 
+            self.failures += 1
+            self.why_failed = f"compile {self.compiles} without it failed: {first_line(e)}"
             self.lines.append(f"compile {self.compiles}: {self.what}: failed ({first_line(e)})")
-            return False
+            return None
         if self.non_finite:
             written = load_dump(self.last_dump).written_values()
             mine = [r for r in written if r.node == self.node]
@@ -228,14 +254,18 @@ def _find_cause(oracle: _Oracle, program, region: list[str]) -> Cause | None:
         setting = f"torch._inductor.config.{change.config_field} = {change.config_value!r}"
         oracle.config, oracle.what = {change.config_field: change.config_value}, setting
         try:
-            if oracle():
+            if said := oracle.verdict():
                 return Cause(
                     stage=Stage.CONFIG,
                     decision=f"{change.config_field}={getattr(torch._inductor.config, change.config_field)!r}",
                     good=setting,
                 )
+            if said is None:
+                oracle.suspect(f"the config {change.config_field}")
         finally:
             oracle.config = {}
+    if oracle.suspects:  # a compile that failed decided nothing: no verdict
+        return None
     return _users_own(oracle, program)
 
 
@@ -249,12 +279,21 @@ def _bisect_counted(oracle: _Oracle, stage: Stage, backend: str, subsystem: str)
     try:
         B.update_run_state(backend, sub, "test_disable")
         _reset_counters()
-        oracle.what = f"without {stage.value.replace('_', ' ')}"
-        if not oracle():
+        what = stage.value.replace("_", " ")
+        oracle.what = f"without {what}"
+        said = oracle.verdict()
+        if said is None:
+            oracle.suspect(f"the {what}")
+        if not said:
             return None
         B.update_run_state(backend, sub, "find_max_bounds")
-        oracle.what = f"bisecting {stage.value.replace('_', ' ')}"
-        if not B.process_subsystem(backend, sub, oracle, cli_interface=False):
+        oracle.what = f"bisecting {what}"
+        failures = oracle.failures
+        found = B.process_subsystem(backend, sub, oracle, cli_interface=False)
+        if oracle.failures != failures:  # a failed compile was read as bad
+            oracle.suspect(f"the {what}")
+            return None
+        if not found:
             return None
         low, _ = B.get_bisect_range(backend, subsystem)
         info = _debug_info(backend, subsystem, low)
@@ -323,7 +362,7 @@ def _turned_off_cause(stage: Stage, subsystem: str, found: list[str] | None, sit
         stage=stage,
         decision=", ".join(found),
         where=site(found[0]) if len(found) == 1 else "",
-        good=_compile_within(f"turned_off({subsystem!r}, {found!r})"),
+        good=_compile_within(f"turned_off({subsystem!r}, {found!r})", subsystem),
         bad="the default compile",
     )
 
@@ -331,26 +370,43 @@ def _turned_off_cause(stage: Stage, subsystem: str, found: list[str] | None, sit
 def _one_of(oracle: _Oracle, items: list[str], subsystem: str, doing: str):
     """The fewest of `items` (one, where one does) whose decisions, turned
     off through the bisector's hook for `subsystem`, remove the divergence:
-    all first, then halves. None where turning off all does not."""
+    all first, then halves. None where turning off all does not. A set
+    whose compile fails decides nothing: it is split until the one
+    decision whose compile fails, which stays a suspect (oracle.suspects)."""
     if not items:
         return None
 
-    def good_without(chosen: list[str]) -> bool:
+    def good_without(chosen: list[str]) -> bool | None:
         more = f" and {len(chosen) - 4} more" if len(chosen) > 4 else ""
         oracle.what = f"{doing} {', '.join(chosen[:4])}{more}"
         with turned_off(subsystem, chosen):
-            return oracle()
+            return oracle.verdict()
 
-    if not good_without(items):
+    said = good_without(items)
+    if said is None:
+        if len(items) == 1:
+            oracle.suspect(f"{subsystem}: {items[0]}")
+            return None
+        half = len(items) // 2
+        return _one_of(oracle, items[:half], subsystem, doing) or _one_of(
+            oracle, items[half:], subsystem, doing
+        )
+    if not said:
         return None
     # Turning off `known` is known to remove it. Where the first half does
     # not, the second is taken untried (one compile fewer a step, for the
-    # one decision a divergence usually has) and tried at the end.
+    # one decision a divergence usually has) and tried at the end; where the
+    # first half's compile fails, the second is tried at once.
     known = candidates = items
     while len(candidates) > 1:
         half = len(candidates) // 2
-        if good_without(candidates[:half]):
+        said = good_without(candidates[:half])
+        if said:
             known = candidates = candidates[:half]
+        elif said is None:
+            if not good_without(candidates[half:]):
+                return known
+            known = candidates = candidates[half:]
         else:
             candidates = candidates[half:]
     if candidates is not known and not good_without(candidates):
@@ -358,10 +414,15 @@ def _one_of(oracle: _Oracle, items: list[str], subsystem: str, doing: str):
     return candidates
 
 
-def _compile_within(context: str) -> str:
+def _compile_within(context: str, subsystem: str = "") -> str:
+    how = (
+        "through the bisector's hook, a custom op's out of the decomposition table"
+        if subsystem == "decomposition"
+        else "through the bisector's hook"
+    )
     return (
         f"compile within aoti_debug_printer.tools.diverge.bisect.{context} "
-        "(the one decision turned off through the bisector's hook)"
+        f"(the one decision turned off {how})"
     )
 
 
@@ -385,8 +446,38 @@ def turned_off(subsystem: str, names):
     def disable_subsystem(cls, backend, sub, debug_info=None) -> bool:
         return sub == subsystem and debug_info is not None and key(debug_info()) in names
 
-    with mock.patch.object(B, "disable_subsystem", classmethod(disable_subsystem)):
+    with contextlib.ExitStack() as stack:
+        if subsystem == "decomposition":
+            stack.enter_context(_custom_decompositions_out(names))
+        stack.enter_context(
+            mock.patch.object(B, "disable_subsystem", classmethod(disable_subsystem))
+        )
         yield
+
+
+@contextlib.contextmanager
+def _custom_decompositions_out(names):
+    """The decompositions of the custom ops among `names` (qualified
+    names, aten.gelu.default style), out of Inductor's decomposition tables
+    for the compile, then put back. The bisector's hook (proxy_tensor's
+    maybe_handle_decomp) leaves the op in the graph but its decomposition
+    in the table, and a custom op has no lowering: Inductor's implicit
+    fallback (graph.py, call_function) then fails make_fallback's check
+    (lowering.py) "both a fallback and a decomp for same op". Out of the
+    table, the op is traced as it is and falls back to its own kernel."""
+    import torch
+    from torch._inductor import decomposition as d
+
+    ops = [op for name in names if (op := _resolve_op(name)) is not None]
+    ops = [op for op in ops if not torch._library.utils.is_builtin(op)]
+    # select_decomp_table: `decompositions`, or a cached copy with more.
+    tables = [d.decompositions, d.fast_random_decomps()]
+    taken = [(t, op, t.pop(op)) for t in tables for op in ops if op in t]
+    try:
+        yield
+    finally:
+        for table, op, fn in taken:
+            table[op] = fn
 
 
 def _custom_pass(oracle: _Oracle) -> Cause | None:
@@ -404,7 +495,10 @@ def _custom_pass(oracle: _Oracle) -> Cause | None:
         disabled = ",".join(names)
         oracle.config, oracle.what = {"disabled_passes": disabled}, f"without {disabled}"
         try:
-            if oracle():
+            said = oracle.verdict()
+            if said is None:
+                oracle.suspect(f"the custom pass(es) {disabled}")
+            if said:
                 found = names
                 if len(names) == 1:
                     break
@@ -539,6 +633,13 @@ def _decomposition_site(op_name: str) -> str:
     op = _resolve_op(op_name) if op_name else None
     fn = select_decomp_table().get(op) if op is not None else None
     return _site(fn) if fn is not None else ""
+
+
+def _suspect_site(what: str) -> str:
+    """file:line of a suspect a failed compile left: a decomposition's."""
+    if what.startswith("decomposition: "):
+        return _decomposition_site(what.removeprefix("decomposition: "))
+    return ""
 
 
 def _lowering_site(program, node_name: str) -> str:

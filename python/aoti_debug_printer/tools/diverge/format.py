@@ -139,6 +139,16 @@ def explain(m: Match) -> list[str]:
     return out
 
 
+def undecided(b: Bisection) -> str:
+    """The verdict where compiles that failed left suspects: none is
+    decided, and nothing is ruled out."""
+    said = "; ".join(
+        f"{what}" + (f" (registered at {where})" if where else "") + f": {why}"
+        for what, where, why in b.suspects
+    )
+    return f"undecided: a compile that would decide failed, so these stay suspects: {said}"
+
+
 def format_bisection(b: Bisection) -> str:
     """diverge --bisect's lines: the divergence, a line per compile, the cause."""
     lines = [format_divergence(b.divergence).rstrip("\n")]
@@ -159,6 +169,8 @@ def format_bisection(b: Bisection) -> str:
             lines.append(f"  the compile without it (node {b.node} {state}): {b.cause.good}")
         if b.cause.bad:
             lines.append(f"  the compile with it: {b.cause.bad}")
+    elif b.suspects:
+        lines.append(undecided(b))
     else:
         lines.append(
             f"no compiler decision found: node {b.node} "

@@ -247,6 +247,9 @@ class Bisection:
     # watches for NaN instead.
     non_finite: Record | None = None
     source: str = ""  # where the user's code made the watched node
+    # What no compile decided, its compile having failed, where no cause
+    # was found: (the decision, its file:line or "", why), in order.
+    suspects: list[tuple[str, str, str]] = field(default_factory=list)
 
     @property
     def outcome(self) -> Outcome:
