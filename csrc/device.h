@@ -13,6 +13,10 @@
 
 namespace aoti_debug_printer::device {
 
+// Why this build computes no statistics on a CUDA device (the host-copy
+// fallback is in use), or "" where its CUDA statistics kernels are built.
+std::string cuda_statistics_unavailable();
+
 // True when this build can compute statistics on `t`'s device.
 bool computes_stats_on(const at::Tensor& t);
 

@@ -11,6 +11,8 @@
 
 namespace aoti_debug_printer::device {
 
+std::string cuda_statistics_unavailable() { return AOTI_DEBUG_PRINTER_NO_CUDA_REASON; }
+
 bool computes_stats_on(const at::Tensor& t) {
   if (t.is_cuda()) {
     // The build said why (CMake's warning), but pip hides build output: say

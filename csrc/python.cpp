@@ -295,6 +295,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("package_loaded", &note_package_loaded, py::arg("path"),
         "A .pt2 this process loaded: a finding's repro line names it where it is the only one.");
   m.def("library_path", &library_path, "Absolute path of libaoti_debug_printer.so.");
+  m.def("cuda_statistics_unavailable", &aoti_debug_printer::device::cuda_statistics_unavailable,
+        "Why this build has no CUDA statistics kernels (statistics of CUDA tensors are then "
+        "computed after a copy to the host); \"\" where it has them.");
   m.def("upstream_print_tensor_handle", &upstream_print_tensor_handle, py::arg("tensor"),
         py::arg("msg"), "PyTorch's built-in print (from libtorch), for comparisons.");
 }

@@ -107,6 +107,8 @@ Allocation allocation_of(const void* address) {
   return a;
 }
 
+std::string cuda_statistics_unavailable() { return ""; }
+
 Facts facts_of(int index) {
   Facts f;
   cudaDeviceProp prop;

@@ -7,6 +7,7 @@ aoti-debug report DUMP [-o report.html] [--against DUMP]
 aoti-debug diverge PROGRAM.pt2 [--import MODULE]... [--inputs FILE] [--dump DUMP] [--quiet]
                    [--repro DIR [--package MODEL.pt2]] [--runs N] [--bisect]
 aoti-debug repro DUMP --package MODEL.pt2 [--kernel NAME] [--launch N] [--call N] [-o DIR]
+aoti-debug doctor
 """
 
 from __future__ import annotations
@@ -166,6 +167,14 @@ def add_import_option(parser, what: str) -> None:
     )
 
 
+def _doctor(args) -> int:
+    from .tools.doctor import diagnose, format_checks
+
+    checks = diagnose()
+    sys.stdout.write(format_checks(checks))
+    return 1 if any(c.problem for c in checks) else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="aoti-debug", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -284,6 +293,13 @@ def main(argv: list[str] | None = None) -> int:
         help="a new directory to write (default: ./aoti-debug-repro)",
     )
     p.set_defaults(run=_repro)
+
+    p = sub.add_parser(
+        "doctor",
+        help="the environment as the printer sees it (torch, CUDA, the C++ compiler and "
+        "runtime AOTInductor uses, the switches), each mismatch with its fix; exit 1 with one",
+    )
+    p.set_defaults(run=_doctor)
 
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")

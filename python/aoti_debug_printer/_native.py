@@ -7,12 +7,26 @@ neither it nor torch."""
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
+import re
 from pathlib import Path
 
 # Where setup.py's CMake install puts _C, the library and the header.
 PACKAGE_DIR = Path(__file__).resolve().parent
 # The C ABI: the single definition of every code the generated calls pass.
 HEADER = PACKAGE_DIR / "aoti_debug_printer.h"
+
+
+def supported_torch() -> str:
+    """The torch requirement in this package's metadata (pyproject.toml's
+    dependencies), the one place that states the supported range."""
+    try:
+        requires = importlib.metadata.requires("aoti-debug-printer") or []
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree
+        return "torch (see pyproject.toml)"
+    return next(
+        (r for r in requires if re.match(r"torch\b(?![-_.])", r)), "torch (see pyproject.toml)"
+    )
 
 
 def shim():

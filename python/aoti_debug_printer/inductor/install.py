@@ -18,6 +18,7 @@ and `import torch` stays cheap.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.abc
 import logging
@@ -27,7 +28,10 @@ from types import ModuleType
 
 # PACKAGE_DIR, GENERATOR_FILES and cache_tag keep their old address here too
 # (the tests').
-from .._native import PACKAGE_DIR  # noqa: F401
+from .._native import (
+    PACKAGE_DIR,  # noqa: F401
+    supported_torch,
+)
 from . import entry_points
 from .cache_tag import (  # noqa: F401
     GENERATOR_FILES,
@@ -39,7 +43,6 @@ from .switches import (
     HookPointMissing,
     hooks_wanted,
     printing_requested,
-    supported_torch,
     torch_version,
 )
 from .wraps import (
@@ -290,3 +293,25 @@ def uninstall() -> None:
 
 def is_installed() -> bool:
     return _installed
+
+
+@contextlib.contextmanager
+def compiling(program):
+    """The tools wing's one door into this one (diverge's own compile):
+    our printer installed for the compile of `program`, then left as it was
+    found. Yields a list that, once the compile is done, says as text where
+    the package accepts fewer sizes than the exported program allowed
+    (compiled_inputs.narrowed)."""
+    from .compiled_inputs import compiling as ranges_of
+    from .compiled_inputs import narrowed
+
+    was = is_installed()
+    install()
+    found: list[str] = []
+    try:
+        with ranges_of(program) as facts:
+            yield found
+        found.extend(str(n) for n in narrowed(facts))
+    finally:
+        if not was:
+            uninstall()

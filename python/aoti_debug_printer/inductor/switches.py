@@ -6,9 +6,7 @@ import loads neither torch nor the compiled library (_autoload's, at
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
-import re
 import sys
 
 
@@ -19,18 +17,6 @@ class HookPointMissing(RuntimeError):
 def torch_version() -> str:
     torch = sys.modules.get("torch")
     return getattr(torch, "__version__", "unknown")
-
-
-def supported_torch() -> str:
-    """The torch requirement in this package's metadata (pyproject.toml's
-    dependencies), the one place that states the supported range."""
-    try:
-        requires = importlib.metadata.requires("aoti-debug-printer") or []
-    except importlib.metadata.PackageNotFoundError:  # run from a source tree
-        return "torch (see pyproject.toml)"
-    return next(
-        (r for r in requires if re.match(r"torch\b(?![-_.])", r)), "torch (see pyproject.toml)"
-    )
 
 
 # A switch's spellings, any case: those of the shim's options (settings.cpp,

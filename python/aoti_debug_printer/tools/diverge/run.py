@@ -5,7 +5,6 @@ compared bit for bit."""
 
 from __future__ import annotations
 
-import contextlib
 import tempfile
 from pathlib import Path
 
@@ -15,20 +14,6 @@ from .format import format_divergence, relative
 from .match import match_dump
 from .program import ProgramError, inputs_of_the_run, program_and_inputs
 from .result import Divergence, Progress, RunsCheck
-
-
-@contextlib.contextmanager
-def installed_for_the_compile():
-    """Our printer installed for one compile, then left as it was found."""
-    from ...inductor.install import install, is_installed, uninstall
-
-    was = is_installed()
-    install()
-    try:
-        yield
-    finally:
-        if not was:
-            uninstall()
 
 
 def first_divergence_from_eager(
@@ -52,7 +37,7 @@ def first_divergence_from_eager(
     (with `dump`, `package` is the .pt2 its run loaded). `report`: an HTML
     file for the report of the dump judged, with this verdict (`aoti-debug
     report`)."""
-    from ...inductor import compiled_inputs
+    from ...inductor.install import compiling
 
     steps = Progress(progress)
     program, args, kwargs = program_and_inputs(program, inputs, imports)
@@ -66,9 +51,9 @@ def first_divergence_from_eager(
         return with_repro(result, dump, package, repro, imports)
     with tempfile.TemporaryDirectory(prefix="aoti-debug-diverge-") as tmp:
         steps.phase("compiling with AOTInductor at level 1")
-        with compiled_inputs.compiling(program) as facts:
+        with compiling(program) as found:
             package = compile_at_level_1(program, Path(tmp) / "model.pt2")
-        narrowed = tuple(str(n) for n in compiled_inputs.narrowed(facts))
+        narrowed = tuple(found)
         steps.phase("running the compiled model once, saving what its kernels write")
         try:
             run_into(package, args, kwargs, Path(tmp) / "dump")
@@ -121,11 +106,13 @@ def compile_at_level_1(program, package_path: Path) -> str:
     every kernel selected."""
     import torch
 
+    from ...inductor.install import compiling
+
     patch = {
         "aot_inductor.debug_intermediate_value_printer": "1",
         "aot_inductor.filtered_kernel_names": None,
     }
-    with installed_for_the_compile(), torch._inductor.config.patch(patch):
+    with compiling(program), torch._inductor.config.patch(patch):
         return torch._inductor.aoti_compile_and_package(program, package_path=str(package_path))
 
 

@@ -1,0 +1,218 @@
+"""`aoti-debug doctor`: the environment as the printer sees it, and each
+mismatch with its fix.
+
+Why it exists: an AOTInductor package is a shared object that the C++
+compiler Inductor picks builds against that compiler's C++ runtime, and the
+process that loads it has its own. Where the compiler's libstdc++ is newer
+than the one the process loaded, the package needs symbol versions the
+process cannot give, and its load fails or crashes, with this library or
+without (issue 70: every package crashed at load on a machine whose default
+compiler was not the system's). The checks run no compiler but to ask it
+where its runtime is, and load nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+# A libstdc++'s symbol versions: the newest it provides says what it serves.
+_GLIBCXX = re.compile(rb"GLIBCXX_3\.4(?:\.(\d+))?")
+# The switches users set: ours, upstream's printer's, and Inductor's compiler.
+_SWITCHES = ("AOTI_DEBUG_PRINTER_", "AOT_INDUCTOR_", "CXX", "CUDA_HOME", "CUDAHOSTCXX")
+
+
+@dataclasses.dataclass
+class Check:
+    """One line of the report: what was found, and where it is a problem,
+    how to fix it."""
+
+    name: str
+    found: str
+    problem: str = ""
+    fix: str = ""
+
+
+def newest_glibcxx(library: Path) -> int | None:
+    """N of the newest GLIBCXX_3.4.N a libstdc++ provides (0 for
+    GLIBCXX_3.4), read from its bytes; None where it cannot be read."""
+    try:
+        data = library.read_bytes()
+    except OSError:
+        return None
+    found = [int(m.group(1) or 0) for m in _GLIBCXX.finditer(data)]
+    return max(found) if found else None
+
+
+def loaded_libstdcxx() -> Path | None:
+    """The libstdc++ this process loaded (torch loads one)."""
+    try:
+        maps = Path("/proc/self/maps").read_text()
+    except OSError:
+        return None
+    for line in maps.splitlines():
+        path = line.split()[-1] if len(line.split()) >= 6 else ""
+        if "/libstdc++.so" in path:
+            return Path(path)
+    return None
+
+
+def compiler_libstdcxx(compiler: str) -> Path | None:
+    """The libstdc++ that `compiler` links the packages it builds against."""
+    try:
+        said = subprocess.run(
+            [compiler, "-print-file-name=libstdc++.so.6"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    path = Path(said)
+    return path.resolve() if path.is_absolute() and path.exists() else None
+
+
+def line_of(command: list[str], containing: str = "") -> str:
+    """The first line `command` prints (that holds `containing`)."""
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"cannot run ({e})"
+    lines = [ln for ln in (done.stdout or done.stderr).splitlines() if containing in ln]
+    return lines[0].strip() if lines else ""
+
+
+def check_torch() -> list[Check]:
+    import torch
+
+    from .._native import supported_torch
+
+    checks = [Check("torch", f"{torch.__version__} (supported: {supported_torch()})")]
+    release = tuple(int(p) for p in re.findall(r"\d+", torch.__version__)[:2])
+    if not (2, 11) <= release <= (2, 15):
+        checks[0].problem = "this torch is not one this package supports"
+        checks[0].fix = "pip install a torch from 2.11 to 2.15"
+    cuda = torch.version.cuda
+    if cuda is None:
+        checks.append(Check("CUDA", "none: a CPU build of torch"))
+    elif torch.cuda.is_available():
+        gpus = [
+            f"{torch.cuda.get_device_name(i)} ({'.'.join(map(str, torch.cuda.get_device_capability(i)))})"
+            for i in range(torch.cuda.device_count())
+        ]
+        checks.append(Check("CUDA", f"{cuda}, {', '.join(gpus)}"))
+    else:
+        checks.append(Check("CUDA", f"{cuda}, no GPU visible"))
+    return checks
+
+
+def check_compiler() -> list[Check]:
+    """The compiler AOTInductor uses, its C++ runtime against the one this
+    process loaded."""
+    from torch._inductor import cpp_builder
+    from torch._inductor.exc import InvalidCxxCompiler
+
+    try:
+        compiler = cpp_builder.get_cpp_compiler()
+    except InvalidCxxCompiler:
+        return [
+            Check(
+                "C++ compiler",
+                "none found",
+                "AOTInductor cannot compile a package",
+                "install g++ or point CXX at a C++ compiler",
+            )
+        ]
+    where = shutil.which(compiler) or compiler
+    checks = [Check("C++ compiler", f"{where}: {line_of([compiler, '--version'])}")]
+    theirs, ours = compiler_libstdcxx(compiler), loaded_libstdcxx()
+    need = newest_glibcxx(theirs) if theirs else None
+    have = newest_glibcxx(ours) if ours else None
+    checks.append(
+        Check(
+            "its libstdc++",
+            f"{theirs or 'not found'}"
+            + (f" (up to GLIBCXX_3.4.{need})" if need is not None else ""),
+        )
+    )
+    loaded = Check(
+        "libstdc++ loaded",
+        f"{ours or 'none'}" + (f" (up to GLIBCXX_3.4.{have})" if have is not None else ""),
+    )
+    if need is not None and have is not None and need > have:
+        system = Path("/usr/bin/g++")
+        loaded.problem = (
+            f"packages built by {where} may need GLIBCXX_3.4.{need}, and this process's "
+            f"libstdc++ gives up to 3.4.{have}: their load fails or crashes"
+        )
+        loaded.fix = (
+            f"CXX={system} (a compiler whose runtime the process has)"
+            if system.exists() and str(system) != where
+            else f"LD_PRELOAD={theirs}, or a compiler as old as {ours}"
+        )
+    checks.append(loaded)
+    return checks
+
+
+def check_cuda_toolkit() -> list[Check]:
+    import torch
+
+    from .._native import shim
+
+    nvcc = shutil.which("nvcc")
+    home = os.environ.get("CUDA_HOME")
+    checks = [
+        Check(
+            "nvcc",
+            f"{nvcc}: {line_of([nvcc, '--version'], 'release')}"
+            if nvcc
+            else "not on PATH" + (f" (CUDA_HOME={home})" if home else ""),
+        )
+    ]
+    missing = shim().cuda_statistics_unavailable()
+    stats = Check(
+        "CUDA statistics",
+        "computed on the GPU (this build's kernels)" if not missing else f"host copy ({missing})",
+    )
+    if missing and torch.version.cuda is not None and torch.cuda.is_available():
+        stats.problem = "statistics of CUDA tensors are computed after a copy to the host: slow"
+        stats.fix = (
+            f"a CUDA toolkit {torch.version.cuda.split('.')[0]}.x on PATH, then "
+            "pip install --no-build-isolation . again"
+        )
+    checks.append(stats)
+    return checks
+
+
+def check_switches() -> list[Check]:
+    import torch
+
+    set_now = sorted(
+        f"{k}={v}" for k, v in os.environ.items() if k.startswith(_SWITCHES) or k in _SWITCHES
+    )
+    level = torch._inductor.config.aot_inductor.debug_intermediate_value_printer
+    return [
+        Check("switches", ", ".join(set_now) or "none set"),
+        Check("printer level (Inductor's config)", str(level)),
+    ]
+
+
+def diagnose() -> list[Check]:
+    return check_torch() + check_compiler() + check_cuda_toolkit() + check_switches()
+
+
+def format_checks(checks: list[Check]) -> str:
+    width = max(len(c.name) for c in checks)
+    lines = []
+    for c in checks:
+        lines.append(f"{c.name:<{width}}  {c.found}")
+        if c.problem:
+            lines.append(f"{'':<{width}}  problem: {c.problem}")
+            lines.append(f"{'':<{width}}  fix: {c.fix}")
+    problems = sum(1 for c in checks if c.problem)
+    lines.append("all is well" if not problems else f"{problems} problem(s)")
+    return "\n".join(lines) + "\n"
