@@ -79,6 +79,7 @@ std::shared_ptr<StoredRun> stored_run(const at::Tensor& workspace);
 // Whether `run` is of `workspace`'s memory, to be copied on the current stream.
 bool stored_run_serves(const StoredRun& run, const at::Tensor& workspace);
 // Queues the copy back (once; the run's thread, once its kernels are queued).
+// Never throws: a copy CUDA refuses makes the run's records say why.
 void copy_back(StoredRun& run);
 bool landed(const StoredRun& run);
 // Waits for the copy (queuing it first, where the run has not ended: a flush

@@ -113,8 +113,9 @@ bool end_capture() {
 namespace {
 // The run's kernels are all queued: the statistics they kept come back.
 void copy_back_stored() {
-  for (const auto& run : state.stored_runs) device::copy_back(*run);
-  state.stored_runs.clear();
+  std::vector<std::shared_ptr<device::StoredRun>> runs;
+  runs.swap(state.stored_runs);
+  for (const auto& run : runs) device::copy_back(*run);
 }
 
 // The StoredRun of `workspace` in this run, made at its first record.

@@ -338,6 +338,20 @@ def test_a_failed_compile_decides_nothing(monkeypatch):
     # Another decision's compile fails: the culprit is still found.
     oracle = Oracle("op4", "op1")
     assert bisecting._one_of(oracle, items, "decomposition", "without") == ["op4"]
+
+    # The whole set's compile fails and the divergence needs decisions of
+    # both halves: no half decides, and the set stays a suspect.
+    class Both(Oracle):
+        def verdict(self):
+            self.compiles += 1
+            if off[-1] == set(items):
+                self.why_failed = "compile failed"
+                return None
+            return {"op1", "op4"} <= off[-1]
+
+    oracle = Both("", "")
+    assert bisecting._one_of(oracle, items, "decomposition", "without") is None
+    assert [s for s, _ in oracle.suspects] == [f"decomposition: {', '.join(items)}"]
     # The verdict: undecided, exit 3, never "not the compiler".
     b = Bisection(Divergence([]), node="n", suspects=[("decomposition: op4", "f.py:3", "why")])
     b.divergence.matches = [SimpleNamespace(own=SimpleNamespace(diverged=True))]

@@ -158,14 +158,22 @@ class StoredRun {
            c10::cuda::getCurrentCUDAStream(workspace.device().index()).stream() == stream_;
   }
 
-  void copy_back() {
+  // Never throws: where CUDA refuses the copy (a context an earlier kernel
+  // broke), the run's records say so, and the ones behind them still go out.
+  void copy_back() noexcept {
     std::lock_guard<std::mutex> lock(mu_);
     if (queued_.load()) return;
-    const c10::cuda::CUDAGuard guard(workspace_.device());
-    C10_CUDA_CHECK(cudaMemcpyAsync(host_, workspace_.const_data_ptr(), bytes_,
-                                   cudaMemcpyDeviceToHost, stream_));
-    C10_CUDA_CHECK(cudaMemcpyAsync(&ticket(), device_one(workspace_.device().index()),
-                                   sizeof(int64_t), cudaMemcpyDeviceToHost, stream_));
+    try {
+      const c10::cuda::CUDAGuard guard(workspace_.device());
+      C10_CUDA_CHECK(cudaMemcpyAsync(host_, workspace_.const_data_ptr(), bytes_,
+                                     cudaMemcpyDeviceToHost, stream_));
+      C10_CUDA_CHECK(cudaMemcpyAsync(&ticket(), device_one(workspace_.device().index()),
+                                     sizeof(int64_t), cudaMemcpyDeviceToHost, stream_));
+    } catch (const c10::Error& e) {
+      failed_ = e.what_without_backtrace();
+    } catch (const std::exception& e) {
+      failed_ = e.what();
+    }
     queued_.store(true);
     // The workspace goes back to the model's allocator once its copy is
     // queued: stream order keeps the copy ahead of any later use.
@@ -173,11 +181,13 @@ class StoredRun {
   }
 
   bool landed_now() const {
-    return queued_.load() && reinterpret_cast<const volatile int64_t&>(ticket()) == 1;
+    return queued_.load() &&
+           (!failed_.empty() || reinterpret_cast<const volatile int64_t&>(ticket()) == 1);
   }
 
   std::string wait() {
     if (!queued_.load()) copy_back();
+    if (!failed_.empty()) return failed_;
     while (!landed_now()) {
       const cudaError_t err = cudaStreamQuery(stream_);
       if (err == cudaSuccess) break;
@@ -189,13 +199,15 @@ class StoredRun {
   }
 
   TensorStats stats(int64_t field, int64_t numel, const std::string& error) const {
-    if (!landed_now() || field < 0 || (field + AOTI_DEBUG_PRINTER_STORED_SLOT) * 8 > bytes_) {
+    if (!landed_now() || !failed_.empty() || field < 0 ||
+        (field + AOTI_DEBUG_PRINTER_STORED_SLOT) * 8 > bytes_) {
       TensorStats s;
       s.numel = numel;
-      s.unsupported =
-          "statistics not computed: " +
-          (error.empty() ? std::string("the GPU has not run this record's kernel")
-                         : "the GPU failed before this record's kernel ran (" + error + ")");
+      s.unsupported = "statistics not computed: " +
+                      (error.empty() && failed_.empty()
+                           ? std::string("the GPU has not run this record's kernel")
+                           : "the GPU failed before this record's statistics came back (" +
+                                 (failed_.empty() ? error : failed_) + ")");
       return s;
     }
     std::atomic_thread_fence(std::memory_order_acquire);
@@ -214,6 +226,8 @@ class StoredRun {
   void* host_ = nullptr;
   std::mutex mu_;
   std::atomic<bool> queued_{false};
+  // Why the copy back could not be queued; set before queued_.
+  std::string failed_;
 };
 
 bool is_statistics_workspace(const at::Tensor& workspace) {

@@ -99,7 +99,7 @@ enum {
   AOTI_DEBUG_PRINTER_ROLE_ACCUMULATE = 4,
 };
 
-// Statistics kept inside generated kernels (AOTI_DEBUG_PRINTER_FUSED_STATS):
+// Statistics kept inside generated kernels (AOTI_DEBUG_PRINTER_STATS_IN_KERNELS):
 // a Triton kernel that stores a whole floating-point buffer also reduces the
 // values it stores, as stored, into a slot of the run's statistics
 // workspace, an int64 CUDA tensor the wrapper zeroes once per run. A slot is

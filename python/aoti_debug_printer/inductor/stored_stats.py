@@ -79,14 +79,18 @@ _FIRST_SLOT = 1
 
 def wanted() -> bool:
     """Whether the kernel being generated keeps statistics: AOTInductor's C++
-    wrapper, compiled at level 2, with the switch on."""
+    wrapper (not the JIT's cpp_wrapper, whose autotuning may run at run time
+    on the run's own workspace), compiled at level 2, with the switch on, in
+    the program's own graph (a subgraph's slots would start again at 1 in
+    the same workspace, and a loop's body would add every iteration's)."""
     from torch._inductor import config
     from torch._inductor.virtualized import V
 
     return (
         stats_in_kernels_wanted()
         and str(config.aot_inductor.debug_intermediate_value_printer) == "2"
-        and bool(getattr(V.graph, "cpp_wrapper", False))
+        and bool(getattr(V.graph, "aot_mode", False))
+        and getattr(V.graph, "parent", None) is None
     )
 
 
@@ -203,11 +207,15 @@ def keep_statistics(kernel, buffer, name: str, index, inside_reduction: bool) ->
     )
     if match is None:
         return
+    graph = V.graph
+    try:
+        device = graph.get_current_device_or_throw()
+    except RuntimeError:  # a kernel generated outside the codegen's loop: no slot
+        return
     slots: _KernelSlots | None = getattr(kernel, "_aoti_stored", None)
     if name in (slots.buffers if slots else {}):
         slots.buffers[name] = None  # stored twice: no slot tells what it holds
         return
-    graph = V.graph
     if slots is None:
         first = _next_slot.get(graph, _FIRST_SLOT)
         slot_param = kernel.args.seed_offset(SLOT_PARAM, first * FIELDS)
@@ -219,7 +227,6 @@ def keep_statistics(kernel, buffer, name: str, index, inside_reduction: bool) ->
         return
     _next_slot[graph] = slots.first + place + 1
     slots.buffers[name] = place
-    device = graph.get_current_device_or_throw()
     workspace = WorkspaceArg(
         count=(slots.first + place + 1) * FIELDS,
         zero_mode=WorkspaceZeroMode.ZERO_PER_GRAPH,
@@ -254,9 +261,14 @@ def stored_by_call(kernel) -> tuple[str, dict[str, int]]:
     slots: _KernelSlots | None = getattr(kernel, "_aoti_stored", None)
     if slots is None:
         return "", {}
-    removed = set(getattr(V.graph, "removed_buffers", ())) | set(
-        getattr(kernel, "removed_buffers", ())
-    )
+    # As is_buffer_removed decides which DeferredLines (the store's, and so
+    # the statistics') are dropped.
+    removed = {
+        name
+        for owner in (V.graph, kernel)
+        for names in ("removed_buffers", "inplaced_to_remove")
+        for name in getattr(owner, names, ())
+    }
     inplaced = getattr(kernel.args, "inplace_buffers", {})
     fields = {}
     for name, place in slots.buffers.items():

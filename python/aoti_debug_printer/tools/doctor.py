@@ -55,8 +55,9 @@ def loaded_libstdcxx() -> Path | None:
     except OSError:
         return None
     for line in maps.splitlines():
-        path = line.split()[-1] if len(line.split()) >= 6 else ""
-        if "/libstdc++.so" in path:
+        fields = line.split(maxsplit=5)
+        path = fields[5] if len(fields) == 6 else ""
+        if "/libstdc++.so" in path and not path.endswith("(deleted)"):
             return Path(path)
     return None
 
@@ -91,11 +92,18 @@ def check_torch() -> list[Check]:
 
     from .._native import supported_torch
 
-    checks = [Check("torch", f"{torch.__version__} (supported: {supported_torch()})")]
+    wanted = supported_torch()
+    checks = [Check("torch", f"{torch.__version__} (supported: {wanted})")]
     release = tuple(int(p) for p in re.findall(r"\d+", torch.__version__)[:2])
-    if not (2, 11) <= release <= (2, 15):
-        checks[0].problem = "this torch is not one this package supports"
-        checks[0].fix = "pip install a torch from 2.11 to 2.15"
+    # The requirement's bounds (">=2.11" and "<2.16"), where the metadata says them.
+    low = re.search(r">=\s*(\d+)\.(\d+)", wanted)
+    high = re.search(r"<\s*(\d+)\.(\d+)", wanted)
+    if low and high:
+        lo = (int(low[1]), int(low[2]))
+        hi = (int(high[1]), int(high[2]))
+        if not lo <= release < hi:
+            checks[0].problem = "this torch is not one this package supports"
+            checks[0].fix = f"pip install a torch that meets {wanted}"
     cuda = torch.version.cuda
     if cuda is None:
         checks.append(Check("CUDA", "none: a CPU build of torch"))
@@ -202,7 +210,18 @@ def check_switches() -> list[Check]:
 
 
 def diagnose() -> list[Check]:
-    return check_torch() + check_compiler() + check_cuda_toolkit() + check_switches()
+    """Every check; one that fails (this library's own module refusing to
+    load, say, in the mismatch it is here to name) is a problem line."""
+    checks: list[Check] = []
+    for check in (check_torch, check_compiler, check_cuda_toolkit, check_switches):
+        try:
+            checks += check()
+        except Exception as e:  # noqa: BLE001 - a report line, never a traceback
+            name = check.__name__.removeprefix("check_").replace("_", " ")
+            checks.append(
+                Check(name, "could not be checked", f"{type(e).__name__}: {e}", "see the error")
+            )
+    return checks
 
 
 def format_checks(checks: list[Check]) -> str:

@@ -388,9 +388,15 @@ def _one_of(oracle: _Oracle, items: list[str], subsystem: str, doing: str):
             oracle.suspect(f"{subsystem}: {items[0]}")
             return None
         half = len(items) // 2
-        return _one_of(oracle, items[:half], subsystem, doing) or _one_of(
+        before = len(oracle.suspects)
+        found = _one_of(oracle, items[:half], subsystem, doing) or _one_of(
             oracle, items[half:], subsystem, doing
         )
+        if found is None and len(oracle.suspects) == before:
+            # Each half compiles and still diverges: it may take decisions of
+            # both, which only the set's failed compile could have shown.
+            oracle.suspect(f"{subsystem}: {', '.join(items)}")
+        return found
     if not said:
         return None
     # Turning off `known` is known to remove it. Where the first half does
