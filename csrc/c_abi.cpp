@@ -2,6 +2,7 @@
 // runs its body through `guarded`, which reports and swallows.
 #include "aoti_debug_printer.h"
 
+#include "finding.h"
 #include "json.h"
 #include "output.h"
 #include "settings.h"
@@ -72,7 +73,7 @@ int32_t aoti_debug_printer_launch_at_level(int32_t level, int32_t phase, const c
   }
   int32_t failed = 0;
   guarded(__func__, [&] {
-    failed = launch(compiled, static_cast<Phase>(phase), or_empty(kernel), flags).empty() ? 0 : 1;
+    failed = launch(compiled, static_cast<Phase>(phase), or_empty(kernel), flags).code;
   });
   return failed;
 }
@@ -198,6 +199,11 @@ int32_t aoti_debug_printer_check_input(int32_t level, const char* arg, const cha
   return stop;
 }
 
+const char* aoti_debug_printer_stop_message(void) {
+  // Nothing here throws: the thread's own string.
+  return stop_message().c_str();
+}
+
 const aoti_debug_printer_api* aoti_debug_printer_get_api(uint32_t abi_version) {
   static const aoti_debug_printer_api api = {
       AOTI_DEBUG_PRINTER_ABI_VERSION,
@@ -220,6 +226,7 @@ const aoti_debug_printer_api* aoti_debug_printer_get_api(uint32_t abi_version) {
       &aoti_debug_printer_sources,
       &aoti_debug_printer_tensor_stored,
       &aoti_debug_printer_statistics_workspace,
+      &aoti_debug_printer_stop_message,
   };
   // One table serves every version we support: it only grew at the end.
   const bool supported = abi_version >= AOTI_DEBUG_PRINTER_OLDEST_ABI_VERSION &&

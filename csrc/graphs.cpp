@@ -2,6 +2,7 @@
 // the graph holds, and written by the writer thread.
 #include "graphs.h"
 
+#include "finding.h"
 #include "format.h"
 #include "output.h"
 #include "save.h"
@@ -215,9 +216,13 @@ void Capture::write_replay() noexcept {
       count = i + 1;
       const bool input = w.phase == Phase::ModelInput;
       const std::string what = trap::what_fired(w);
+      // Its record is written with the replay's, in their order.
       trap_text = format_trap(w, *stats, what, {}, json_);
-      const std::string repro =
-          note_finding_in_dump(dump_dir_, format_trap(w, *stats, what, {}, true));
+      Finding f;
+      f.code = AOTI_DEBUG_PRINTER_STOPPED_BY_TRAP;
+      f.noted = format_trap(w, *stats, what, {}, true);
+      f.kernel = !input;
+      const std::string repro = note(output_, dump_dir_, f);
       const std::string at = " at replay " + std::to_string(replay) + " of a captured CUDA graph";
       message =
           trap::stop_message(w) + at + trap::where_only_infinities(*stats) +

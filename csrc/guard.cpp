@@ -204,12 +204,16 @@ std::string save_copy(const Settings& settings, const Where& at, const at::Tenso
   return file;
 }
 
-std::string report(const Settings& settings, GuardFinding f) {
-  emit(settings.output, format_guard(f, settings.format == Format::Jsonl));
-  const std::string repro = note_finding_in_dump(settings.dump_dir, format_guard(f, true));
-  report_stop(settings.output, "write guard: " + f.message + repro);
-  state.entries.clear();  // the run stops here
-  return "write guard: " + f.message + repro;
+// The guard's finding, for stop_at; the run stops here.
+Finding found(const Settings& settings, const GuardFinding& f) {
+  state.entries.clear();
+  Finding out;
+  out.code = AOTI_DEBUG_PRINTER_STOPPED_BY_GUARD;
+  out.record = format_guard(f, settings.format == Format::Jsonl);
+  out.noted = format_guard(f, true);
+  out.kernel = true;
+  out.message = "write guard: " + f.message;
+  return out;
 }
 
 }  // namespace
@@ -239,16 +243,16 @@ void after_launch(const Settings& settings, const Where& launch) {
   if (settings.guard >= 2) check_every_buffer(named(launch), true);
 }
 
-std::string before_use(const Settings& settings, const Where& w, const at::Tensor& t,
-                       std::optional<uint64_t> print) {
+std::optional<Finding> before_use(const Settings& settings, const Where& w, const at::Tensor& t,
+                                  std::optional<uint64_t> print) {
   if (w.phase == Phase::ModelInput) {
     remember(w, t, "the caller (model input " + w.arg + ")", print);
-    return "";
+    return std::nullopt;
   }
   KernelArg arg{w.arg, w.role, span_of(t), {}, {}};
   if (w.role == Role::Write) {  // its old contents are the kernel's to overwrite
     state.args.push_back(std::move(arg));
-    return "";
+    return std::nullopt;
   }
   if (reads_only(w.role)) {
     arg.before = t.clone();
@@ -257,9 +261,9 @@ std::string before_use(const Settings& settings, const Where& w, const at::Tenso
   state.args.push_back(std::move(arg));
   const auto held = std::find_if(state.entries.begin(), state.entries.end(),
                                  [&](const Entry& e) { return e.is_view_of(t); });
-  if (held == state.entries.end()) return "";
+  if (held == state.entries.end()) return std::nullopt;
   if (!print) print = fingerprint(t);
-  if (!print || *print == held->fingerprint) return "";
+  if (!print || *print == held->fingerprint) return std::nullopt;
   GuardFinding f;
   f.where = w;
   f.kind = "overwritten_before_read";
@@ -277,25 +281,25 @@ std::string before_use(const Settings& settings, const Where& w, const at::Tenso
                  std::string(settings.guard >= 2 ? "" : " (AOTI_DEBUG_PRINTER_GUARD=2 names it)")
            : "changed by " + f.culprit);
   f.files.emplace_back("now", save_copy(settings, w, t));
-  return report(settings, std::move(f));
+  return found(settings, f);
 }
 
-std::string after_use(const Settings& settings, const Where& w, const at::Tensor& t,
-                      std::optional<uint64_t> print) {
+std::optional<Finding> after_use(const Settings& settings, const Where& w, const at::Tensor& t,
+                                 std::optional<uint64_t> print) {
   if (!reads_only(w.role)) {
     remember(w, t, named(w), print);
-    return "";
+    return std::nullopt;
   }
   const auto arg = std::find_if(state.args.begin(), state.args.end(),
                                 [&](const KernelArg& a) { return a.name == w.arg; });
-  if (arg == state.args.end() || !arg->before.defined()) return "";
-  if (arg->before_print && fingerprint(t) == arg->before_print) return "";
+  if (arg == state.args.end() || !arg->before.defined()) return std::nullopt;
+  if (arg->before_print && fingerprint(t) == arg->before_print) return std::nullopt;
   const Difference d = difference(arg->before, t);
-  if (d.changed == 0) return "";
+  if (d.changed == 0) return std::nullopt;
   if (written_by_current_kernel(arg->span, arg->name)) {
     // It shares memory with an argument the kernel writes: changed as it may.
     remember(w, t, named(w), print);
-    return "";
+    return std::nullopt;
   }
   GuardFinding f;
   f.where = w;
@@ -309,7 +313,7 @@ std::string after_use(const Settings& settings, const Where& w, const at::Tensor
   before.phase = Phase::BeforeLaunch;
   f.files.emplace_back("before launch", save_copy(settings, before, arg->before));
   f.files.emplace_back("after launch", save_copy(settings, w, t));
-  return report(settings, std::move(f));
+  return found(settings, f);
 }
 
 }  // namespace aoti_debug_printer::guard

@@ -14,6 +14,7 @@
 // ends what the guard claims of it.
 #pragma once
 
+#include "finding.h"
 #include "record.h"
 #include "settings.h"
 
@@ -41,18 +42,18 @@ struct Difference {
 Difference difference(const at::Tensor& before, const at::Tensor& after);
 
 // The shim's hooks, called only while settings.guard > 0 at levels 1 and 2.
-// The *_use hooks return "" or, when they found a violation (reported and
-// saved already), a message that names the kernel: the run must stop.
+// The *_use hooks return, where they found a violation (its copies saved
+// already), the finding, for stop_at: the run must stop.
 void begin_run();
 // `seen`: this kernel's arguments are recorded (selected by the filters).
 void before_launch(const Settings& settings, const Where& launch, bool seen);
 void after_launch(const Settings& settings, const Where& launch);
 // A model input, or an argument before its kernel's launch. `print`: `t`'s
 // fingerprint when its record computed one.
-std::string before_use(const Settings& settings, const Where& where, const at::Tensor& t,
-                       std::optional<uint64_t> print);
+std::optional<Finding> before_use(const Settings& settings, const Where& where, const at::Tensor& t,
+                                  std::optional<uint64_t> print);
 // An argument after its kernel's launch.
-std::string after_use(const Settings& settings, const Where& where, const at::Tensor& t,
-                      std::optional<uint64_t> print);
+std::optional<Finding> after_use(const Settings& settings, const Where& where, const at::Tensor& t,
+                                 std::optional<uint64_t> print);
 
 }  // namespace aoti_debug_printer::guard

@@ -5,7 +5,6 @@
 #include "device.h"
 #include "graphs.h"
 #include "guard.h"
-#include "job.h"
 #include "output.h"
 #include "save.h"
 #include "settings.h"
@@ -127,12 +126,12 @@ void record(int32_t level, int32_t phase, const std::string& kernel, const std::
 // The JIT wrapper's launch event: a CUDA error found after a kernel becomes
 // a Python exception that names it.
 void launch_event(int32_t level, int32_t phase, const std::string& kernel, int32_t flags) {
-  std::string failure;
+  Stop stop;
   {
     py::gil_scoped_release no_gil;
-    failure = launch(compiled_level(level), static_cast<Phase>(phase), kernel, flags);
+    stop = launch(compiled_level(level), static_cast<Phase>(phase), kernel, flags);
   }
-  if (!failure.empty()) throw std::runtime_error("aoti-debug-printer: " + failure);
+  if (stop.code != 0) throw std::runtime_error("aoti-debug-printer: " + stop.message);
 }
 
 std::string library_path() {
@@ -194,7 +193,7 @@ PYBIND11_MODULE(_C, m) {
   m.def(
       "begin_run",
       [](bool with_end, const std::string& inductor_config, const std::string& sources) {
-        std::string stopped;
+        Stop stop;
         {
           py::gil_scoped_release no_gil;
           begin_run(with_end);
@@ -202,10 +201,9 @@ PYBIND11_MODULE(_C, m) {
           sources::set(sources.c_str());
           // The JIT wrapper's runs whose kernels a CUDA graph replays run no
           // launch event outside it: the trap's stop comes here.
-          stopped = stop_for_an_earlier_replay();
-          if (!stopped.empty()) job::stopped(settings_now(), stopped);
+          stop = stop_for_an_earlier_replay();
         }
-        if (!stopped.empty()) throw std::runtime_error("aoti-debug-printer: " + stopped);
+        if (stop.code != 0) throw std::runtime_error("aoti-debug-printer: " + stop.message);
       },
       py::arg("with_end") = false, py::arg("inductor_config") = "", py::arg("sources") = "",
       "Start a new run on this thread (with_end: end_run will end it, and CUDA records may wait "

@@ -155,16 +155,18 @@ bool begin_capturable() {
 
 void end_capturable() { end_capture(); }
 
-std::string stop_for_an_earlier_replay() {
+Stop stop_for_an_earlier_replay() {
   // The CUDA query last: runs mostly have no stop pending.
-  if (runtime_level() == Level::Off || graphs::capturing() || !graphs::stop_pending()) return "";
+  if (runtime_level() == Level::Off || graphs::capturing() || !graphs::stop_pending()) return {};
   const Settings& settings = settings_now();
-  if (!settings.rank_selected() || device::capturing()) return "";
+  if (!settings.rank_selected() || device::capturing()) return {};
   std::string stopped = graphs::take_stop();
-  if (stopped.empty()) return "";
-  const std::string message = "stopped for an earlier replay of a captured CUDA graph: " + stopped;
-  report_stop(settings.output, message);
-  return message;
+  if (stopped.empty()) return {};
+  // The replay wrote its record and noted it in the dump already.
+  Finding f;
+  f.code = AOTI_DEBUG_PRINTER_STOPPED_BY_EARLIER_REPLAY;
+  f.message = "stopped for an earlier replay of a captured CUDA graph: " + stopped;
+  return stop_at(settings, f);
 }
 
 namespace {
@@ -190,8 +192,7 @@ Action effective_action(Level compiled, Phase phase, Level runtime) {
   return action_at(level_now(runtime, compiled), compiled, phase == Phase::BeforeLaunch);
 }
 
-std::string launch_and_check(Level compiled, Phase phase, const std::string& kernel,
-                             int32_t flags) {
+Stop launch_and_check(Level compiled, Phase phase, const std::string& kernel, int32_t flags) {
   // Whatever waits (held texts, the batch) goes before this kernel may change it,
   // unless the last event's records continue into this one's. Only the
   // records of an event that said RECORDS_END, and has not been ended, wait
@@ -216,13 +217,13 @@ std::string launch_and_check(Level compiled, Phase phase, const std::string& ker
   const Settings& settings = settings_now();
   if (level == Level::Off || !settings.rank_selected()) {
     state.syncing = state.watching = state.selected = state.guarding = false;
-    return "";
+    return {};
   }
   const bool captured = graphs::capturing();
   // A replay of a captured graph whose kernel made NaN/Inf could not stop:
   // the first run of this thread outside a graph does.
   if (phase == Phase::BeforeLaunch && state.launch == 0 && !captured) {
-    if (std::string stopped = stop_for_an_earlier_replay(); !stopped.empty()) return stopped;
+    if (Stop stop = stop_for_an_earlier_replay(); stop.code != 0) return stop;
   }
   const bool json = settings.format == Format::Jsonl;
   const bool names_level = level == Level::KernelNames;
@@ -249,8 +250,12 @@ std::string launch_and_check(Level compiled, Phase phase, const std::string& ker
       if (!error.empty()) {
         Where w = where_now(phase, kernel, "");
         w.launch = w.call = -1;
-        emit(settings.output, format_cuda_error(w, error, {}, json));
-        return "a CUDA error was pending before the first kernel (" + error + ")";
+        Finding f;
+        f.code = AOTI_DEBUG_PRINTER_STOPPED_BY_CUDA_ERROR;
+        f.record = format_cuda_error(w, error, {}, json);
+        f.message =
+            "a CUDA error was pending before the first kernel, not this model's (" + error + ")";
+        return stop_at(settings, f);
       }
     }
   }
@@ -259,17 +264,16 @@ std::string launch_and_check(Level compiled, Phase phase, const std::string& ker
     if (!error.empty()) {
       const Where w = where_now(phase, kernel, "");
       if (settings.replay) save_watched(settings.dump_dir, w, state.watched);
-      emit(settings.output, format_cuda_error(w, error, state.watched, json));
-      const std::string repro =
-          settings.replay
-              ? note_finding_in_dump(settings.dump_dir,
-                                     format_cuda_error(w, error, state.watched, true))
-              : "; AOTI_DEBUG_PRINTER_REPLAY=1 saves its arguments for a one-kernel repro";
-      report_stop(settings.output, "CUDA error after kernel " + kernel + " (launch " +
-                                       std::to_string(w.launch) + "): " + error + repro);
+      Finding f;
+      f.code = AOTI_DEBUG_PRINTER_STOPPED_BY_CUDA_ERROR;
+      f.record = format_cuda_error(w, error, state.watched, json);
+      if (settings.replay) f.noted = format_cuda_error(w, error, state.watched, true);
+      f.kernel = true;
+      f.message = "CUDA error after kernel " + kernel + " (launch " + std::to_string(w.launch) +
+                  "): " + error;
+      f.unnoted = "; AOTI_DEBUG_PRINTER_REPLAY=1 saves its arguments for a one-kernel repro";
       state.watched.clear();
-      return "kernel " + kernel + " (launch " + std::to_string(w.launch) + ") failed: " + error +
-             repro;
+      return stop_at(settings, f);
     }
   }
   if (phase == Phase::AfterLaunch && state.guarding) {
@@ -286,16 +290,13 @@ std::string launch_and_check(Level compiled, Phase phase, const std::string& ker
       emit(settings.output, format_launch(where_now(phase, kernel, ""), json));
     }
   }
-  return "";
+  return {};
 }
 
 }  // namespace
 
-std::string launch(Level compiled, Phase phase, const std::string& kernel, int32_t flags) {
-  const std::string failed = launch_and_check(compiled, phase, kernel, flags);
-  // In a torch.distributed job, a rank that stops ends the job (job.h).
-  if (!failed.empty()) job::stopped(settings_now(), failed);
-  return failed;
+Stop launch(Level compiled, Phase phase, const std::string& kernel, int32_t flags) {
+  return launch_and_check(compiled, phase, kernel, flags);
 }
 
 Where where_now(Phase phase, std::string kernel, std::string arg) {
@@ -449,12 +450,9 @@ void record_captured(Action action, const Settings& settings, Where&& where, con
   graphs::add(describe(std::move(where), t, none), nullptr);
 }
 
-Stop trap_stop(const std::string& message) {
-  return message.empty() ? Stop{} : Stop{AOTI_DEBUG_PRINTER_STOPPED_BY_TRAP, message};
-}
-
-Stop guard_stop(const std::string& message) {
-  return message.empty() ? Stop{} : Stop{AOTI_DEBUG_PRINTER_STOPPED_BY_GUARD, message};
+// What a check found, if anything, stops the run.
+Stop stop_if_found(const Settings& settings, const std::optional<Finding>& found) {
+  return found ? stop_at(settings, *found) : Stop{};
 }
 
 Stop record_and_check(Level compiled, Phase phase, Role given_role, const at::Tensor* t,
@@ -500,7 +498,8 @@ Stop record_and_check(Level compiled, Phase phase, Role given_role, const at::Te
     if (settings.trap && !settings.replay) copy_kept_shared_with_writes(state.watched);
   }
   if (action == Action::Watch) return {};
-  if (read_after_launch) return guard_stop(guard::after_use(settings, where, *t, std::nullopt));
+  if (read_after_launch)
+    return stop_if_found(settings, guard::after_use(settings, where, *t, std::nullopt));
   if (!defined) {
     TensorRecord r = describe_problem(where, t ? "undefined tensor" : "null tensor handle");
     if (captured) {
@@ -529,23 +528,21 @@ Stop record_and_check(Level compiled, Phase phase, Role given_role, const at::Te
   // guard is on then.
   if (later) return {};
   if (settings.trap) {
-    if (Stop stop = trap_stop(trap::check(settings, where, stats, state.watched)); stop.code != 0)
+    if (Stop stop = stop_if_found(settings, trap::check(settings, where, stats, state.watched));
+        stop.code != 0)
       return stop;
   }
   if (!guarding) return {};
-  return guard_stop(phase == Phase::AfterLaunch
-                        ? guard::after_use(settings, where, *t, stats.fingerprint)
-                        : guard::before_use(settings, where, *t, stats.fingerprint));
+  return stop_if_found(settings, phase == Phase::AfterLaunch
+                                     ? guard::after_use(settings, where, *t, stats.fingerprint)
+                                     : guard::before_use(settings, where, *t, stats.fingerprint));
 }
 
 }  // namespace
 
 Stop record_tensor(Level compiled, Phase phase, Role role, const at::Tensor* t,
                    c10::function_ref<Where()> where_of, const std::optional<Stored>& stored) {
-  const Stop stop = record_and_check(compiled, phase, role, t, where_of, stored);
-  // In a torch.distributed job, a rank that stops ends the job (job.h).
-  if (stop.code != 0) job::stopped(settings_now(), stop.message);
-  return stop;
+  return record_and_check(compiled, phase, role, t, where_of, stored);
 }
 
 Stop check_input(Level compiled, const std::string& arg, const std::string& name,
@@ -564,15 +561,17 @@ Stop check_input(Level compiled, const std::string& arg, const std::string& name
                wrong->message,
                wrong->dim};
   w.where.node = name;
-  emit(settings.output, format_wrong_input(w, settings.format == Format::Jsonl));
-  if (level == Level::Save) {
-    saving([&] { append_to_manifest(settings.dump_dir, format_wrong_input(w, true)); });
+  Finding f;
+  f.code = AOTI_DEBUG_PRINTER_STOPPED_BY_INPUT_CHECK;
+  f.record = format_wrong_input(w, settings.format == Format::Jsonl);
+  // A dump holds it where the run saves one.
+  if (level == Level::Save) f.noted = format_wrong_input(w, true);
+  f.message = "wrong input: " + wrong->message;
+  if (settings.input_check == InputCheck::Continue) {
+    note(settings.output, settings.dump_dir, f);
+    return {};
   }
-  if (settings.input_check == InputCheck::Continue) return {};
-  const std::string message = "wrong input: " + wrong->message;
-  report_stop(settings.output, message);
-  job::stopped(settings, message);
-  return Stop{AOTI_DEBUG_PRINTER_STOPPED_BY_INPUT_CHECK, message};
+  return stop_at(settings, f);
 }
 
 void record_scalar(Level compiled, const Where& where, const char* type, const std::string& value) {

@@ -2,6 +2,7 @@
 // bindings so that both paths run the same code.
 #pragma once
 
+#include "finding.h"
 #include "record.h"
 #include "settings.h"
 
@@ -27,10 +28,10 @@ void end_run();
 bool begin_capturable();
 void end_capturable();
 // What the trap found at a replay of a captured CUDA graph, which the graph
-// could not stop, for this run to stop with: the message, reported on the
-// output, taken once; "" where none, where the printer is off or this
-// rank unselected, or while the current stream is capturing.
-std::string stop_for_an_earlier_replay();
+// could not stop, for this run to stop with (STOPPED_BY_EARLIER_REPLAY),
+// taken once; none where the printer is off or this rank unselected, or
+// while the current stream is capturing.
+Stop stop_for_an_earlier_replay();
 // The end of the last launch event's records (AOTI_DEBUG_PRINTER_RECORDS_END):
 // the statistics they left in the device's batch are launched.
 void records_end();
@@ -38,21 +39,13 @@ void records_end();
 // with: its environment record says it.
 void compiled_with(const std::string& inductor_config);
 // A launch event of a model compiled at `compiled`; `flags`:
-// AOTI_DEBUG_PRINTER_ANNOUNCE, _UNSELECTED, _WRITES_UNSEEN. Returns "" or,
-// when the check after a kernel found a CUDA error (already reported on the
-// output), a message that names the kernel.
-std::string launch(Level compiled, Phase phase, const std::string& kernel, int32_t flags);
+// AOTI_DEBUG_PRINTER_ANNOUNCE, _UNSELECTED, _WRITES_UNSEEN. Stops where the
+// check after a kernel found a CUDA error, or a replay's trap waits for
+// this run (stop_for_an_earlier_replay).
+Stop launch(Level compiled, Phase phase, const std::string& kernel, int32_t flags);
 
 // The Where of a record taken now on this thread.
 Where where_now(Phase phase, std::string kernel, std::string arg);
-
-// Why a record asks its caller to stop the run: `code` is 0 (go on),
-// AOTI_DEBUG_PRINTER_STOPPED_BY_TRAP or _BY_GUARD; `message` (reported on
-// the output already) names the kernel or the model input.
-struct Stop {
-  int32_t code = 0;
-  std::string message;
-};
 
 // Where a generated kernel kept the statistics of what it stored
 // (aoti_debug_printer_tensor_stored): the run's statistics workspace, and

@@ -1,5 +1,6 @@
 #include "trap.h"
 
+#include "aoti_debug_printer.h"
 #include "format.h"
 #include "save.h"
 
@@ -30,22 +31,26 @@ std::string where_only_infinities(const TensorStats& stats) {
                         : "";
 }
 
-std::string check(const Settings& settings, const Where& where, const TensorStats& stats,
-                  std::vector<WatchedArg>& watched) {
-  if (fires_on(stats, settings.trap_nan_only) == 0) return "";
+std::optional<Finding> check(const Settings& settings, const Where& where, const TensorStats& stats,
+                             std::vector<WatchedArg>& watched) {
+  if (fires_on(stats, settings.trap_nan_only) == 0) return std::nullopt;
   const bool json = settings.format == Format::Jsonl;
+  Finding f;
+  f.code = AOTI_DEBUG_PRINTER_STOPPED_BY_TRAP;
+  f.message = stop_message(where) + where_only_infinities(stats);
   if (where.phase == Phase::ModelInput) {
-    emit(settings.output, format_trap(where, stats, what_fired(where), {}, json));
-    return stop_message(where) + where_only_infinities(stats);
+    // No kernel to repro: the model was given it.
+    f.record = format_trap(where, stats, what_fired(where), {}, json);
+    return f;
   }
-  if (where.phase != Phase::AfterLaunch) return "";
+  if (where.phase != Phase::AfterLaunch) return std::nullopt;
   take_kept_copies(watched);
   // Blame the kernel only for values it made: the argument was finite
   // before launch, or was not an argument then (an output).
   for (const WatchedArg& a : watched) {
     if (a.name == where.arg && a.host.defined() &&
         fires_on(compute_stats(a.host), settings.trap_nan_only) > 0)
-      return "";
+      return std::nullopt;
   }
   save_watched(settings.dump_dir, where, watched);
   std::vector<TensorRecord> inputs;
@@ -57,12 +62,10 @@ std::string check(const Settings& settings, const Where& where, const TensorStat
     files.push_back(a.saved_as);
   }
   const std::string what = what_fired(where);
-  emit(settings.output, format_trap(where, stats, what, inputs, json, files));
-  const std::string repro =
-      note_finding_in_dump(settings.dump_dir, format_trap(where, stats, what, inputs, true, files));
-  const std::string message = stop_message(where) + where_only_infinities(stats) + repro;
-  report_stop(settings.output, message);
-  return message;
+  f.record = format_trap(where, stats, what, inputs, json, files);
+  f.noted = format_trap(where, stats, what, inputs, true, files);
+  f.kernel = true;
+  return f;
 }
 
 }  // namespace aoti_debug_printer::trap

@@ -4,9 +4,11 @@
 // one-kernel repro.
 #pragma once
 
+#include "finding.h"
 #include "record.h"
 #include "settings.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,10 +27,10 @@ std::string where_only_infinities(const TensorStats& stats);
 
 // After a record whose statistics are `stats`, while settings.trap is on.
 // `watched`: the kernel's arguments, with the host copies taken before its
-// launch, and those it only reads kept (taken here where it fires). Returns "" or, when the trap
-// fired (reported, and noted in the dump already), a message that names the kernel or the model
-// input: the run must stop.
-std::string check(const Settings& settings, const Where& where, const TensorStats& stats,
-                  std::vector<WatchedArg>& watched);
+// launch, and those it only reads kept (taken here where it fires; the
+// kernel's inputs are saved for its repro then). Returns the finding, for
+// stop_at, where the trap fires: the run must stop.
+std::optional<Finding> check(const Settings& settings, const Where& where, const TensorStats& stats,
+                             std::vector<WatchedArg>& watched);
 
 }  // namespace aoti_debug_printer::trap

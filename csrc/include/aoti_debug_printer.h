@@ -25,10 +25,12 @@
 // it to reach the GPU, together); 8 check_input (a model input against
 // what the package was compiled for); 9 sources (where the program's nodes
 // came from in the user's code); 10 tensor_stored and statistics_workspace
-// (statistics generated kernels keep as they store). Tables only grow at the end, and
+// (statistics generated kernels keep as they store); 11 stop_message (the
+// stop's own words for the error a package raises, and launch events
+// return their stop's code). Tables only grow at the end, and
 // `size` says how much of one a caller may use, so packages compiled
 // against an older header keep loading.
-#define AOTI_DEBUG_PRINTER_ABI_VERSION 10
+#define AOTI_DEBUG_PRINTER_ABI_VERSION 11
 #define AOTI_DEBUG_PRINTER_OLDEST_ABI_VERSION 2
 // The version of the records' JSON: every record carries it as "schema" (the
 // fields are in docs/output.md). Readers refuse a newer one. 2: upstream's
@@ -132,6 +134,11 @@ enum {
       2,  // the write guard found a kernel writing where it must not
   AOTI_DEBUG_PRINTER_STOPPED_BY_INPUT_CHECK =
       3,  // a model input is not what the package was compiled for
+  // From launch events (a library older than ABI 11 returns 1 for either).
+  AOTI_DEBUG_PRINTER_STOPPED_BY_CUDA_ERROR = 4,  // the check after a kernel found one
+  // The trap fired at a replay of a captured CUDA graph, which no replay
+  // can stop: this run, the first outside the graph, does.
+  AOTI_DEBUG_PRINTER_STOPPED_BY_EARLIER_REPLAY = 5,
 };
 
 // Every function below catches all exceptions: a failure is reported on the
@@ -151,8 +158,11 @@ void aoti_debug_printer_end_run(void);
 // advances this thread's launch index and the kernel's call index. While
 // the sync setting applies (with "auto": a model compiled at level 3),
 // AFTER_LAUNCH waits for the GPU and checks CUDA's error state: on an error
-// it writes a record that names this kernel and returns nonzero, and the
-// caller must stop the run (the CUDA context is lost).
+// it writes a record that names this kernel and returns
+// AOTI_DEBUG_PRINTER_STOPPED_BY_CUDA_ERROR, and the caller must stop the run
+// (the CUDA context is lost). The first BEFORE_LAUNCH of a run returns
+// AOTI_DEBUG_PRINTER_STOPPED_BY_EARLIER_REPLAY where the trap fired at a
+// replay of a captured CUDA graph since the last run outside one.
 int32_t aoti_debug_printer_launch_at_level(int32_t level, int32_t phase, const char* kernel,
                                            int32_t flags);
 // The same for packages compiled against ABI 5 or older: level 3 as flag 2,
@@ -237,6 +247,11 @@ void aoti_debug_printer_bool(int32_t level, int32_t phase, const char* kernel, c
 // says stop; the caller must stop.
 int32_t aoti_debug_printer_check_input(int32_t level, const char* arg, const char* name,
                                        const char* compiled_for, AtenTensorHandle tensor);
+// The message of this thread's last stop (whatever returned a nonzero
+// AOTI_DEBUG_PRINTER_STOPPED_BY_* code last), as the output reported it:
+// the error the caller raises says it. "" where none; valid until the
+// thread's next stop.
+const char* aoti_debug_printer_stop_message(void);
 // Run-time settings; see docs/usage.md ("Switches"). Returns 0 on success, nonzero
 // with a message on the output for an unknown key or a bad value.
 int32_t aoti_debug_printer_set_option(const char* key, const char* value);
@@ -275,6 +290,8 @@ typedef struct aoti_debug_printer_api {
   int32_t (*tensor_stored)(int32_t, int32_t, const char*, const char*, const char*, const char*,
                            const char*, int32_t, AtenTensorHandle, AtenTensorHandle, int64_t);
   void (*statistics_workspace)(AtenTensorHandle);
+  // ABI 11.
+  const char* (*stop_message)(void);
 } aoti_debug_printer_api;
 
 // Returns the table, or NULL when the caller wants an ABI we do not have
@@ -377,10 +394,34 @@ class Run {
   const aoti_debug_printer_api* api_;
 };
 
-// A launch event of a model compiled at `level`; throws when the check
-// after a kernel found a CUDA error, which ends the model's run with an
-// error that names the kernel. A library older than this header takes the
-// level as it did (3 as flag 2).
+// The error a package's run ends with where the library said stop (`stop`,
+// an AOTI_DEBUG_PRINTER_STOPPED_BY_* code): the stop's own words, which
+// the output reported. A library older than ABI 11 gives only the code.
+inline std::string stop_text(const aoti_debug_printer_api* api, int32_t stop, const char* kernel,
+                             const char* arg) {
+  const char* said =
+      api->size >= offsetof(aoti_debug_printer_api, stop_message) + sizeof(api->stop_message)
+          ? api->stop_message()
+          : nullptr;
+  std::string text = "aoti-debug-printer: ";
+  if (said && *said) return text + said;
+  switch (stop) {
+    case AOTI_DEBUG_PRINTER_STOPPED_BY_CUDA_ERROR: text += "CUDA error at kernel "; break;
+    case AOTI_DEBUG_PRINTER_STOPPED_BY_GUARD: text += "write guard at "; break;
+    case AOTI_DEBUG_PRINTER_STOPPED_BY_INPUT_CHECK: text += "wrong input at "; break;
+    case AOTI_DEBUG_PRINTER_STOPPED_BY_EARLIER_REPLAY:
+      text += "stopped for an earlier replay of a captured CUDA graph, at ";
+      break;
+    default: text += "NaN/Inf trap at "; break;
+  }
+  return text + (*kernel ? kernel : "model input") + (*arg ? " " : "") + arg +
+         "; its record is above";
+}
+
+// A launch event of a model compiled at `level`; throws where the library
+// says stop (a CUDA error after a kernel, a replay's trap), which ends the
+// model's run with the stop's own words. A library older than this header
+// takes the level as it did (3 as flag 2).
 inline void launch(const aoti_debug_printer_api* api, int32_t level, int32_t phase,
                    const char* kernel, int32_t flags) {
   if (!api) return;
@@ -391,8 +432,11 @@ inline void launch(const aoti_debug_printer_api* api, int32_t level, int32_t pha
                   : api->launch(phase, kernel,
                                 flags | (level == AOTI_DEBUG_PRINTER_LEVEL_KERNEL_NAMES ? 2 : 0));
   if (failed != 0) {
-    throw std::runtime_error(std::string("aoti-debug-printer: CUDA error at kernel ") + kernel +
-                             "; its record is above");
+    // Before ABI 11 a launch event stopped for a CUDA error only, and said 1.
+    const bool coded =
+        api->size >= offsetof(aoti_debug_printer_api, stop_message) + sizeof(api->stop_message);
+    throw std::runtime_error(
+        stop_text(api, coded ? failed : AOTI_DEBUG_PRINTER_STOPPED_BY_CUDA_ERROR, kernel, ""));
   }
 }
 
@@ -410,21 +454,14 @@ inline void check_input(const aoti_debug_printer_api* api, int32_t level, const 
                         const char* name, const char* compiled_for, AtenTensorHandle tensor) {
   if (!api || api->size < offsetof(aoti_debug_printer_api, check_input) + sizeof(api->check_input))
     return;
-  if (api->check_input(level, arg, name, compiled_for, tensor) != 0) {
-    throw std::runtime_error(std::string("aoti-debug-printer: model input ") +
-                             (*name ? name : arg) +
-                             " is not what this package was compiled for; its record is above");
-  }
+  if (const int32_t stop = api->check_input(level, arg, name, compiled_for, tensor); stop != 0)
+    throw std::runtime_error(stop_text(api, stop, "", *name ? name : arg));
 }
 
 // Throws where a tensor record said the run must stop.
-inline void stop_if_asked(int32_t stop, const char* kernel, const char* arg) {
-  if (stop != 0) {
-    throw std::runtime_error(
-        std::string("aoti-debug-printer: ") +
-        (stop == AOTI_DEBUG_PRINTER_STOPPED_BY_GUARD ? "write guard" : "NaN/Inf trap") + " at " +
-        (*kernel ? kernel : "model input") + " " + arg + "; its record is above");
-  }
+inline void stop_if_asked(const aoti_debug_printer_api* api, int32_t stop, const char* kernel,
+                          const char* arg) {
+  if (stop != 0) throw std::runtime_error(stop_text(api, stop, kernel, arg));
 }
 
 // One call site for every argument the codegen emits: the C++ type of the
@@ -443,6 +480,7 @@ inline void value(const aoti_debug_printer_api* api, int32_t level, int32_t phas
     // without what the missing members would have carried.
     auto has = [api](size_t offset, size_t size) { return api->size >= offset + size; };
     stop_if_asked(
+        api,
         has(offsetof(aoti_debug_printer_api, tensor_computed), sizeof(api->tensor_computed))
             ? api->tensor_computed(level, phase, kernel, arg, node, why, formula, role, h)
         : has(offsetof(aoti_debug_printer_api, tensor_held), sizeof(api->tensor_held))
@@ -483,7 +521,8 @@ inline void value_stored(const aoti_debug_printer_api* api, int32_t level, int32
     value(api, level, phase, kernel, arg, tensor, node, why, role, formula);
     return;
   }
-  stop_if_asked(api->tensor_stored(level, phase, kernel, arg, node, why, formula, role, tensor,
+  stop_if_asked(api,
+                api->tensor_stored(level, phase, kernel, arg, node, why, formula, role, tensor,
                                    statistics, slot),
                 kernel, arg);
 }

@@ -5,7 +5,7 @@ from typing import Any, Literal
 
 import torch
 
-ABI_VERSION: Literal[10]
+ABI_VERSION: Literal[11]
 RECORD_SCHEMA: Literal[7]
 # The level a model was compiled at: what generated code passes to every
 # record and launch event (AOTI_DEBUG_PRINTER_LEVEL_*).
