@@ -22,12 +22,7 @@ namespace aoti_debug_printer {
 namespace {
 
 // %.6g for people; JSON gets 17 digits so numbers survive a round trip.
-std::string number(double v, bool json) {
-  if (json) return json_number(v);
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  return general_number(v, 6);
-}
+std::string number(double v, bool json) { return json ? json_number(v) : text_number(v); }
 
 std::string scalar_text(const c10::Scalar& s, bool json) {
   if (s.type() == c10::ScalarType::UInt64) return std::to_string(s.toUInt64());
@@ -50,38 +45,6 @@ std::string list(const List& xs) {
   }
   return out + "]";
 }
-
-// One element as text. Non-finite floats are spelled nan/inf/-inf in both
-// formats (JSON has no literal for them, so the JSON list quotes them).
-template <typename scalar_t>
-std::string element(scalar_t v) {
-  if constexpr (std::is_same_v<scalar_t, bool>) {
-    return v ? "true" : "false";
-  } else if constexpr (std::is_integral_v<scalar_t>) {
-    return std::to_string(v);
-  } else if constexpr (c10::is_complex<scalar_t>::value) {
-    const double re = static_cast<double>(v.real()), im = static_cast<double>(v.imag());
-    return number(re, false) + (std::signbit(im) ? "-" : "+") + number(std::abs(im), false) + "j";
-  } else {
-    return number(widen(v), false);
-  }
-}
-
-}  // namespace
-
-std::vector<std::string> format_values(const at::Tensor& host) {
-  std::vector<std::string> out;
-  const at::Tensor c = host.contiguous();
-  out.reserve(c.numel());
-  AT_DISPATCH_V2(c.scalar_type(), "aoti_debug_printer_values", AT_WRAP([&] {
-                   const scalar_t* p = c.const_data_ptr<scalar_t>();
-                   for (int64_t i = 0; i < c.numel(); ++i) out.push_back(element(p[i]));
-                 }),
-                 AOTI_DEBUG_PRINTER_DTYPES);
-  return out;
-}
-
-namespace {
 
 // "[aoti-debug-printer] HEADLINEPHASE KERNEL ARG<detail> (run R, launch L,
 // call C)"; upstream's records show their own message for the phase.
@@ -230,7 +193,7 @@ std::string format_cuda_error(const Where& where, const std::string& error,
       JsonObject arg;
       arg.text("arg", a.name)
           .json("shape", json_integers(a.shape))
-          .text("dtype", a.dtype)
+          .text("dtype", dtype_name(a.dtype))
           .text("device", a.device)
           .text("data_ptr", hex(a.data))
           .integer("span_bytes", static_cast<int64_t>(a.span))
@@ -258,7 +221,7 @@ std::string format_cuda_error(const Where& where, const std::string& error,
            "tensor arguments)\n";
   }
   for (const WatchedArg& a : args) {
-    out << "    " << a.name << ": shape=" << list(a.shape) << " dtype=" << a.dtype
+    out << "    " << a.name << ": shape=" << list(a.shape) << " dtype=" << dtype_name(a.dtype)
         << " device=" << a.device << " data_ptr=" << hex(a.data) << " bytes=[" << hex(a.data)
         << ", " << hex(a.data + a.span) << ")\n      storage=[" << hex(a.storage) << ", "
         << hex(a.storage + a.storage_bytes) << ") "

@@ -18,10 +18,6 @@
 
 namespace aoti_debug_printer {
 
-// A host tensor's elements in row-major order, each as text for its dtype
-// (non-finite floats as nan, inf, -inf), for TensorRecord::values.
-std::vector<std::string> format_values(const at::Tensor& host);
-
 // A whole record, newline included, as text or as one JSON line.
 std::string format_record(const TensorRecord& r, bool json);
 std::string format_text(const TensorRecord& r);

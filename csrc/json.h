@@ -36,6 +36,13 @@ inline std::string general_number(double v, int digits) {
 #endif
 }
 
+// %.6g for people, non-finite values spelled nan, inf and -inf.
+inline std::string text_number(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return general_number(v, 6);
+}
+
 // A double that reads back bit for bit; null where JSON has no literal.
 inline std::string json_number(double v) {
   if (!std::isfinite(v)) return "null";

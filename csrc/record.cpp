@@ -1,25 +1,57 @@
 #include "record.h"
 
 #include "device.h"
-#include "format.h"
+#include "json.h"
 
+#include <ATen/Dispatch_v2.h>
 #include <c10/core/StorageImpl.h>
+#include <c10/util/complex.h>
+
+#include <cmath>
+#include <type_traits>
 
 namespace aoti_debug_printer {
 namespace {
+
+// One element as text. Non-finite floats are spelled nan/inf/-inf in both
+// formats (JSON has no literal for them, so the JSON list quotes them).
+template <typename scalar_t>
+std::string element(scalar_t v) {
+  if constexpr (std::is_same_v<scalar_t, bool>) {
+    return v ? "true" : "false";
+  } else if constexpr (std::is_integral_v<scalar_t>) {
+    return std::to_string(v);
+  } else if constexpr (c10::is_complex<scalar_t>::value) {
+    const double re = static_cast<double>(v.real()), im = static_cast<double>(v.imag());
+    return text_number(re) + (std::signbit(im) ? "-" : "+") + text_number(std::abs(im)) + "j";
+  } else {
+    return text_number(widen(v));
+  }
+}
 
 // Whether a record of `t` carries its values as well: small tensors only.
 bool takes_values(const at::Tensor& t, int64_t max_values) {
   return t.numel() > 0 && t.numel() <= max_values;
 }
 
-// A record's statistics and values, from what was read of its tensor.
-void set_contents(TensorRecord& r, const Contents& contents) {
+}  // namespace
+
+void fill_contents(TensorRecord& r, const Contents& contents) {
   r.stats = contents.stats;
-  if (contents.values.defined()) r.values = format_values(contents.values);
+  if (contents.values.defined()) r.values = value_texts(contents.values);
 }
 
-}  // namespace
+std::vector<std::string> value_texts(const at::Tensor& host) {
+  std::vector<std::string> out;
+  const at::Tensor c = host.contiguous();
+  out.reserve(c.numel());
+  AT_DISPATCH_V2(c.scalar_type(), "aoti_debug_printer_values", AT_WRAP([&] {
+                   const scalar_t* p = c.const_data_ptr<scalar_t>();
+                   for (int64_t i = 0; i < c.numel(); ++i) out.push_back(element(p[i]));
+                 }),
+                 AOTI_DEBUG_PRINTER_DTYPES);
+  return out;
+}
 
 std::string phase_name(Phase phase) {
   switch (phase) {
@@ -80,76 +112,15 @@ TensorRecord describe(Where where, const at::Tensor& t, const Contents& contents
     r.stride = t.strides();
     r.contiguous = t.is_contiguous();
   }
-  set_contents(r, contents);
+  fill_contents(r, contents);
   return r;
 }
-
-namespace {
-
-class DeviceRecord final : public LateRecord {
- public:
-  DeviceRecord(TensorRecord r, std::shared_ptr<device::Landing> landing, bool json)
-      : record_(std::move(r)), landing_(std::move(landing)), json_(json) {}
-  bool ready() const override { return device::landed(*landing_); }
-  void wait() override { error_ = device::wait_for(*landing_); }
-  std::string text() override {
-    device::Snapshot snap = device::take(*landing_, error_);
-    set_contents(record_, {std::move(snap.stats), std::move(snap.values)});
-    landing_.reset();  // its slot of the ring is free again
-    return format_record(record_, json_);
-  }
-
- private:
-  TensorRecord record_;
-  std::shared_ptr<device::Landing> landing_;
-  bool json_;
-  std::string error_;
-};
-
-// A record whose statistics a generated kernel kept (device.h: StoredRun).
-class StoredRecord final : public LateRecord {
- public:
-  StoredRecord(TensorRecord r, std::shared_ptr<device::StoredRun> run, int64_t field, bool json)
-      : record_(std::move(r)), run_(std::move(run)), field_(field), json_(json) {}
-  bool ready() const override { return device::landed(*run_); }
-  void wait() override { error_ = device::wait_for(*run_); }
-  std::string text() override {
-    record_.stats = device::stored_stats(*run_, field_, record_.numel, error_);
-    run_.reset();  // the last record of a run gives its pinned memory back
-    return format_record(record_, json_);
-  }
-
- private:
-  TensorRecord record_;
-  std::shared_ptr<device::StoredRun> run_;
-  int64_t field_;
-  bool json_;
-  std::string error_;
-};
-
-class FormattedLater final : public LateRecord {
- public:
-  FormattedLater(TensorRecord r, bool json) : record_(std::move(r)), json_(json) {}
-  bool ready() const override { return true; }
-  void wait() override {}
-  std::string text() override { return format_record(record_, json_); }
-
- private:
-  TensorRecord record_;
-  bool json_;
-};
-
-}  // namespace
 
 TensorRecord replayed(const TensorRecord& r, device::Snapshot taken, int64_t replay) {
   TensorRecord out = r;
   out.where.replay = replay;
-  set_contents(out, {std::move(taken.stats), std::move(taken.values)});
+  fill_contents(out, {std::move(taken.stats), std::move(taken.values)});
   return out;
-}
-
-std::unique_ptr<LateRecord> formatted_later(TensorRecord r, bool json) {
-  return std::make_unique<FormattedLater>(std::move(r), json);
 }
 
 bool can_record_later(const at::Tensor& t, int64_t max_values) {
@@ -162,13 +133,6 @@ bool can_record_stored(const at::Tensor& t, const at::Tensor& workspace, int64_t
          !takes_values(t, max_values) &&
          (dtype == at::kFloat || dtype == at::kHalf || dtype == at::kBFloat16) &&
          device::is_statistics_workspace(workspace);
-}
-
-std::unique_ptr<LateRecord> record_stored_later(Where&& where, const at::Tensor& t,
-                                                std::shared_ptr<device::StoredRun> run,
-                                                int64_t field, bool json) {
-  return std::make_unique<StoredRecord>(describe(std::move(where), t, Contents{}), std::move(run),
-                                        field, json);
 }
 
 Contents stored_contents(const at::Tensor& t, const at::Tensor& workspace, int64_t field) {
@@ -218,19 +182,11 @@ std::shared_ptr<device::Landing> ReadsWhileUnchanged::landing(const at::Tensor& 
   return l;
 }
 
-std::unique_ptr<LateRecord> record_later(Where&& where, const at::Tensor& t, int64_t max_values,
-                                         bool json, bool batched, ReadsWhileUnchanged& reads) {
-  std::shared_ptr<device::Landing> landing = reads.landing(t, max_values, batched);
-  if (!landing) return nullptr;
-  return std::make_unique<DeviceRecord>(describe(std::move(where), t, Contents{}),
-                                        std::move(landing), json);
-}
-
 WatchedArg watch(const std::string& name, const at::Tensor& t, Before before) {
   WatchedArg a;
   a.name = name;
   a.shape = t.sizes().vec();
-  a.dtype = dtype_name(t.scalar_type());
+  a.dtype = t.scalar_type();
   a.device = t.device().str();
   if (t.layout() != at::kStrided || !t.has_storage()) return a;
   a.data = reinterpret_cast<uintptr_t>(t.const_data_ptr());

@@ -99,6 +99,11 @@ Contents host_contents(const at::Tensor& host, int64_t max_values, bool with_fin
 
 // Metadata of `t`, with its contents.
 TensorRecord describe(Where where, const at::Tensor& t, const Contents& contents);
+// A record's statistics and values, from what was read of its tensor.
+void fill_contents(TensorRecord& r, const Contents& contents);
+// A host tensor's elements in row-major order, each as text for its dtype
+// (non-finite floats as nan, inf, -inf), for TensorRecord::values.
+std::vector<std::string> value_texts(const at::Tensor& host);
 
 // What the records of one stretch of a run read, where nothing can change a
 // tensor within the stretch (the caller ends it where anything may:
@@ -153,32 +158,19 @@ class ReadsWhileUnchanged {
   bool open_ = false;
 };
 
-// The whole printed record of a CUDA tensor, its contents read on the GPU
-// without waiting (device::snapshot_later). Empty while the thread's ring has
-// no room; the caller then writes out the records ahead (which frees it) and
-// asks again. `where` is moved from only when a record is returned. Only for
-// tensors can_record_later takes. `batched`: as device::snapshot_later's.
+// Whether a record of `t` can wait for its contents to land, read on the
+// GPU without waiting (late.h: record_later).
 bool can_record_later(const at::Tensor& t, int64_t max_values);
-std::unique_ptr<LateRecord> record_later(Where&& where, const at::Tensor& t, int64_t max_values,
-                                         bool json, bool batched, ReadsWhileUnchanged& reads);
 // Whether a record of `t` can take its statistics from the slot a generated
 // kernel kept as it stored `t` (device.h: StoredRun): a floating-point CUDA
 // tensor the kernels keep statistics of, whose values are not printed.
 bool can_record_stored(const at::Tensor& t, const at::Tensor& workspace, int64_t max_values);
-// The whole printed record of such a tensor, written once `run`'s slots
-// have landed; `field`: the slot's first field in the workspace.
-std::unique_ptr<LateRecord> record_stored_later(Where&& where, const at::Tensor& t,
-                                                std::shared_ptr<device::StoredRun> run,
-                                                int64_t field, bool json);
 // Its contents read now, from the slot (the trap's: it judges each kernel).
 Contents stored_contents(const at::Tensor& t, const at::Tensor& workspace, int64_t field);
 // A record taken while its run was captured into a CUDA graph, as one
 // replay of the graph wrote it: its contents `taken` from its landing
 // (device::take), which the replay's kernels filled.
 TensorRecord replayed(const TensorRecord& r, device::Snapshot taken, int64_t replay);
-// A record whose contents are known, formatted where it is written (by the
-// writer thread, in its turn among the thread's records that wait).
-std::unique_ptr<LateRecord> formatted_later(TensorRecord r, bool json);
 // Where `arg` was taken before the launch of `at_kernel`'s kernel (a copy
 // the trap, the guard or a replay saved), knowing nothing of what it holds.
 Where before_launch_of(const Where& at_kernel, const std::string& arg);
@@ -191,7 +183,8 @@ TensorRecord describe_problem(const Where& where, std::string problem);
 struct WatchedArg {
   std::string name;
   std::vector<int64_t> shape;
-  std::string dtype, device;
+  c10::ScalarType dtype = c10::ScalarType::Undefined;
+  std::string device;
   uintptr_t data = 0;
   // The bytes the tensor's elements span, from `data`.
   uint64_t span = 0;

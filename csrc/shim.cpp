@@ -8,6 +8,7 @@
 #include "guard.h"
 #include "inputs.h"
 #include "job.h"
+#include "late.h"
 #include "output.h"
 #include "save.h"
 #include "settings.h"
