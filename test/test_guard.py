@@ -41,7 +41,9 @@ def findings(output) -> list[dict]:
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_op_that_changes_an_input_it_only_reads_is_named(package, tmp_path, dump_dir, device):
+def test_op_that_changes_an_input_it_only_reads_is_named(
+    package, tmp_path, dump_dir, device, capfd
+):
     path = package("undeclared_mutation", 2, device=device)
     _, (x, s) = small.build("undeclared_mutation", device)
     y = torch.relu(x) + 1
@@ -49,8 +51,15 @@ def test_op_that_changes_an_input_it_only_reads_is_named(package, tmp_path, dump
     run_guarded(path, (x, s), 0, tmp_path / "off.jsonl")
     assert findings(tmp_path / "off.jsonl") == []
 
+    capfd.readouterr()
     with pytest.raises(RuntimeError):  # the message is torch's; the record says why
         run_guarded(path, (x, s), 1, tmp_path / "on.jsonl")
+    # The error the package's run ends with is the stop's own, as reported.
+    err = capfd.readouterr().err
+    stop = "write guard: kernel adp_models::scale_rows_sloppy (launch "
+    assert f"[aoti-debug-printer] ERROR: {stop}" in err, err
+    assert f"Error: aoti-debug-printer: {stop}" in err, err
+    assert "; its record is above" not in err, err
     (found,) = findings(tmp_path / "on.jsonl")
     assert found["kind"] == "read_only_argument_changed"
     assert found["kernel"] == "adp_models::scale_rows_sloppy" and found["role"] == "read"

@@ -68,6 +68,11 @@ def test_the_compile_says_where_the_package_accepts_fewer_sizes(narrowed_package
     # the guard that narrowed it with where Inductor added it.
     assert "input x dim 1: exported as 8..512, compiled for 64 only" in lines[0]
     assert "guard s" in lines[0] and ">= 64 at " in lines[0]
+    # Where: the user's line that sliced (their op's decomposition), then
+    # torch's frame that added the guard.
+    user = "testmodels/narrowed.py:27 in _mix_heads_first_64_only: return x[:, :64] * 2.0"
+    assert user in lines[0], lines[0]
+    assert "(in torch: " in lines[0].partition(user)[2], lines[0]
     # The wrapper carries the check with the exported range beside it.
     expected = f'"x", "float32 {device} [4,64(8..512),16] [1024,16,1]", arg0_1);'
     assert expected in wrapper_source(path)

@@ -19,10 +19,16 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import linecache
 import logging
 import math
+import os
+import sys
+import sysconfig
 from dataclasses import dataclass, field
 from typing import Any
+
+from ..source_lines import SourceFrame
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +99,10 @@ class Exported:
     guards_before: int = 0
     # Set by the codegen of the program's main graph.
     accepted: list[Accepted] = field(default_factory=list)
+    # The user's frame that stood on the stack where the compile made each
+    # guard's location (by id; `slocs` keeps the ids taken), see _user_frames.
+    user_frame_of: dict[int, SourceFrame] = field(default_factory=dict)
+    slocs: list = field(default_factory=list)
 
 
 _exported: contextvars.ContextVar[Exported | None] = contextvars.ContextVar(
@@ -171,9 +181,90 @@ def compiling(program):
         facts = Exported([], [])
     token = _exported.set(facts)
     try:
-        yield facts
+        with _user_frames(facts):
+            yield facts
     finally:
         _exported.reset(token)
+
+
+def _not_the_users() -> tuple[str, ...]:
+    """Directories whose frames are never the user's code: torch, this
+    package, Python's own library, sympy (which torch's shapes call)."""
+    import sympy
+    import torch
+
+    dirs = [
+        os.path.dirname(torch.__file__),
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        sysconfig.get_paths()["stdlib"],
+        os.path.dirname(sympy.__file__),
+    ]
+    return tuple(os.path.join(os.path.abspath(d), "") for d in dirs)
+
+
+@contextlib.contextmanager
+def _user_frames(facts: Exported):
+    """While the program compiles: the location torch's shape environment
+    gives each guard (an SLoc) names torch's own frame, as
+    `_subclasses/fake_impls.py:939 in _compute_slice_index`, where the user
+    needs the line of theirs that sliced (their custom op's decomposition,
+    which Inductor calls). So each location made is matched with the
+    innermost frame of the user's code on the stack then, deeper than the
+    compile's own call (whose caller's frames are theirs too, but did not add
+    the guard). A torch whose ShapeEnv has no `_get_sloc` gives torch's
+    frame alone."""
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    original = ShapeEnv.__dict__.get("_get_sloc")
+    if original is None:
+        log.info(
+            "aoti-debug-printer: this torch's ShapeEnv has no _get_sloc: a narrowed dim's "
+            "guard names torch's frame only"
+        )
+        yield
+        return
+    outside = _depth(sys._getframe())
+    skip = _not_the_users()
+
+    def _get_sloc(self, *args, **kwargs):
+        sloc = original(self, *args, **kwargs)
+        # Only this compile's thread and context: another compile's guards
+        # are not this one's.
+        if _exported.get() is facts:
+            frame = _innermost_user_frame(sys._getframe(1), outside, skip)
+            if frame is not None:
+                facts.user_frame_of[id(sloc)] = frame
+                facts.slocs.append(sloc)
+        return sloc
+
+    ShapeEnv._get_sloc = _get_sloc
+    try:
+        yield
+    finally:
+        ShapeEnv._get_sloc = original
+
+
+def _depth(frame) -> int:
+    n = 0
+    while frame is not None:
+        n, frame = n + 1, frame.f_back
+    return n
+
+
+def _innermost_user_frame(frame, outside: int, skip: tuple[str, ...]) -> SourceFrame | None:
+    """The innermost frame from `frame` out that is the user's, of those
+    deeper than the `outside` outermost frames."""
+    frames = []
+    while frame is not None:
+        frames.append(frame)
+        frame = frame.f_back
+    for f in frames[: max(len(frames) - outside, 0)]:
+        file = f.f_code.co_filename
+        if file.startswith("<") or os.path.abspath(file).startswith(skip):
+            continue
+        code = linecache.getline(file, f.f_lineno).strip()
+        return SourceFrame(file=file, line=f.f_lineno, function=f.f_code.co_name, code=code)
+    return None
 
 
 def accepted_inputs() -> list[Accepted]:
@@ -301,7 +392,12 @@ def _guards_on(facts: Exported, symbol: str) -> tuple[str, ...]:
         expr = getattr(guard, "expr", None)
         if expr is None or symbol not in {str(s) for s in expr.free_symbols}:
             continue
-        where = str(getattr(guard, "sloc", "") or "").strip().removeprefix("(").removesuffix(")")
+        sloc = getattr(guard, "sloc", None)
+        where = str(sloc or "").strip().removeprefix("(").removesuffix(")")
+        user = facts.user_frame_of.get(id(sloc)) if sloc is not None else None
+        if user is not None:
+            # The user's line, then torch's frame that added the guard.
+            where = user.text + (f" (in torch: {where})" if where else "")
         said.append(f"guard {expr}" + (f" at {where}" if where else ""))
     return tuple(dict.fromkeys(said))[:3]
 
