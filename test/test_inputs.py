@@ -73,6 +73,7 @@ def test_the_compile_says_where_the_package_accepts_fewer_sizes(narrowed_package
     user = "testmodels/narrowed.py:27 in _mix_heads_first_64_only: return x[:, :64] * 2.0"
     assert user in lines[0], lines[0]
     assert "(in torch: " in lines[0].partition(user)[2], lines[0]
+    assert "aoti_debug_printer" not in lines[0], lines[0]  # torch's frame, not ours
     # The wrapper carries the check with the exported range beside it.
     expected = f'"x", "float32 {device} [4,64(8..512),16] [1024,16,1]", arg0_1);'
     assert expected in wrapper_source(path)

@@ -213,35 +213,59 @@ def _user_frames(facts: Exported):
     compile's own call (whose caller's frames are theirs too, but did not add
     the guard). A torch whose ShapeEnv has no `_get_sloc` gives torch's
     frame alone."""
-    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    import inspect
 
-    original = ShapeEnv.__dict__.get("_get_sloc")
-    if original is None:
+    from torch.fx.experimental import symbolic_shapes
+
+    original = symbolic_shapes.ShapeEnv.__dict__.get("_get_sloc")
+    uninteresting = getattr(symbolic_shapes, "uninteresting_files", None)
+    if (
+        original is None
+        or uninteresting is None
+        or "framework_loc" not in inspect.signature(original).parameters
+    ):
         log.info(
-            "aoti-debug-printer: this torch's ShapeEnv has no _get_sloc: a narrowed dim's "
-            "guard names torch's frame only"
+            "aoti-debug-printer: this torch's ShapeEnv._get_sloc is not as expected: a "
+            "narrowed dim's guard names torch's frame only"
         )
         yield
         return
     outside = _depth(sys._getframe())
     skip = _not_the_users()
 
-    def _get_sloc(self, *args, **kwargs):
-        sloc = original(self, *args, **kwargs)
+    def _get_sloc(self, framework_loc=None):
+        caller = sys._getframe(1)
+        if framework_loc is None:
+            # Torch's own frame, as torch finds it from its caller: this
+            # wrapper's frame must not be taken for it.
+            framework_loc = _first_frame_not_in(caller, uninteresting())
+        sloc = original(self, framework_loc)
         # Only this compile's thread and context: another compile's guards
         # are not this one's.
         if _exported.get() is facts:
-            frame = _innermost_user_frame(sys._getframe(1), outside, skip)
+            frame = _innermost_user_frame(caller, outside, skip)
             if frame is not None:
                 facts.user_frame_of[id(sloc)] = frame
                 facts.slocs.append(sloc)
         return sloc
 
-    ShapeEnv._get_sloc = _get_sloc
+    symbolic_shapes.ShapeEnv._get_sloc = _get_sloc
     try:
         yield
     finally:
-        ShapeEnv._get_sloc = original
+        symbolic_shapes.ShapeEnv._get_sloc = original
+
+
+def _first_frame_not_in(frame, files: set[str]):
+    """ShapeEnv._get_user_frame's choice, from `frame` out, as the
+    traceback.FrameSummary torch keeps in a guard's location."""
+    import traceback
+
+    while frame is not None and frame.f_code.co_filename in files:
+        frame = frame.f_back
+    if frame is None:
+        return None
+    return traceback.FrameSummary(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
 
 
 def _depth(frame) -> int:
