@@ -221,25 +221,37 @@ def test_nan_origin_is_where_eager_makes_it_and_none_where_eager_has_none():
     assert bisecting._nan_origin(oracle, region[:-2]) is None
 
 
+@pytest.fixture
+def off(monkeypatch) -> list[set]:
+    """The bisector's decisions turned off, with no compile: the last item
+    is the set turned off now (an oracle's verdict reads it)."""
+    import contextlib
+
+    from aoti_debug_printer.tools.diverge import bisect as bisecting
+
+    turned: list[set] = [set()]
+
+    @contextlib.contextmanager
+    def turned_off(subsystem, names):
+        turned.append(set(names))
+        yield
+        turned.pop()
+
+    monkeypatch.setattr(bisecting, "turned_off", turned_off)
+    return turned
+
+
 @pytest.mark.parametrize("needed", [{3}, {0}, {8}, {5}, {2, 7}, {0, 1, 2, 3, 4, 5, 6, 7, 8}])
-def test_halving_finds_the_decisions_that_remove_it_in_few_compiles(needed, monkeypatch):
+def test_halving_finds_the_decisions_that_remove_it_in_few_compiles(needed, monkeypatch, off):
     """The search of one stage (decompositions, lowerings), on an oracle
     that is good exactly when every decision in `needed` is turned off:
     one decision is found alone, in at most 2 + log2(n) compiles; decisions
     that only together remove it give a set that does, never a wrong one."""
-    import contextlib
     import math
 
     from aoti_debug_printer.tools.diverge import bisect as bisecting
 
     items = [f"op{i}" for i in range(9)]
-    off: list[set] = [set()]
-
-    @contextlib.contextmanager
-    def turned_off(subsystem, names):
-        off.append(set(names))
-        yield
-        off.pop()
 
     class Oracle:
         what = ""
@@ -250,7 +262,6 @@ def test_halving_finds_the_decisions_that_remove_it_in_few_compiles(needed, monk
             return {items[i] for i in needed} <= off[-1]
 
     oracle = Oracle()
-    monkeypatch.setattr(bisecting, "turned_off", turned_off)
     found = bisecting._one_of(oracle, items, "decomposition", "without")
     assert {items[i] for i in needed} <= set(found)
     if len(needed) == 1:
@@ -294,11 +305,10 @@ def test_a_custom_ops_wrong_decomposition_is_named_not_its_kernel(tmp_path):
     assert compiles_of(done) <= 15
 
 
-def test_a_failed_compile_decides_nothing(monkeypatch):
+def test_a_failed_compile_decides_nothing(off):
     """A set whose compile fails is split until the decision whose compile
     fails, which stays a suspect; a decision found by a compile that ran
     stands; and where suspects are left, the verdict is undecided."""
-    import contextlib
     from types import SimpleNamespace
 
     from aoti_debug_printer.tools.diverge import bisect as bisecting
@@ -306,13 +316,6 @@ def test_a_failed_compile_decides_nothing(monkeypatch):
     from aoti_debug_printer.tools.diverge.result import Bisection, Divergence, Outcome
 
     items = [f"op{i}" for i in range(6)]
-    off: list[set] = [set()]
-
-    @contextlib.contextmanager
-    def turned_off(subsystem, names):
-        off.append(set(names))
-        yield
-        off.pop()
 
     class Oracle:
         what = ""
@@ -330,7 +333,6 @@ def test_a_failed_compile_decides_nothing(monkeypatch):
 
         suspect = bisecting._Oracle.suspect
 
-    monkeypatch.setattr(bisecting, "turned_off", turned_off)
     # The culprit's own compile fails: nothing found, it stays a suspect.
     oracle = Oracle("op4", "op4")
     assert bisecting._one_of(oracle, items, "decomposition", "without") is None

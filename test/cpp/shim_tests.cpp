@@ -1447,16 +1447,26 @@ TEST_CASE("level 1 in a captured run saves each replay's copy, with the replay's
   CHECK(files == 2);
 }
 
+namespace {
+// A captured run's replay whose kernel k made NaN in `out`, with the trap on
+// at capture: the next run outside the graph has a stop waiting.
+void replay_that_traps() {
+  using namespace aoti_debug_printer;
+  REQUIRE(aoti_debug_printer_set_option("trap", "1") == 0);
+  graphs::Capture capture(settings_now());
+  REQUIRE(aoti_debug_printer_set_option("trap", "0") == 0);
+  capture.add(captured_record(Phase::AfterLaunch, "out", at::full({2}, NAN)), nullptr);
+  capture.write_replay();
+  graphs::wait_for_replays();
+}
+}  // namespace
+
 TEST_CASE("a run outside the graph stops once for the trap a replay fired",
           "[stop_for_an_earlier_replay]") {
   using namespace aoti_debug_printer;
   Scratch s;
   CHECK(stop_for_an_earlier_replay().code == 0);  // none pending
-  REQUIRE(aoti_debug_printer_set_option("trap", "1") == 0);
-  graphs::Capture capture(settings_now());
-  capture.add(captured_record(Phase::AfterLaunch, "out", at::full({2}, NAN)), nullptr);
-  capture.write_replay();
-  graphs::wait_for_replays();
+  replay_that_traps();
   // The JIT wrapper's next call raises with it, at its begin_run.
   const Stop stop = stop_for_an_earlier_replay();
   CHECK(stop.code == AOTI_DEBUG_PRINTER_STOPPED_BY_EARLIER_REPLAY);
@@ -1481,14 +1491,8 @@ std::string thrown_by_launch(const aoti_debug_printer_api* api, const char* kern
 
 TEST_CASE("the run after a replay's trap ends with the stop's own words, and blames no kernel",
           "[aoti_debug_printer_stop_message]") {
-  using namespace aoti_debug_printer;
   Scratch s;
-  REQUIRE(aoti_debug_printer_set_option("trap", "1") == 0);
-  graphs::Capture capture(settings_now());
-  REQUIRE(aoti_debug_printer_set_option("trap", "0") == 0);
-  capture.add(captured_record(Phase::AfterLaunch, "out", at::full({2}, NAN)), nullptr);
-  capture.write_replay();
-  graphs::wait_for_replays();
+  replay_that_traps();
   const aoti_debug_printer_api* api = aoti_debug_printer_get_api(AOTI_DEBUG_PRINTER_ABI_VERSION);
   REQUIRE(api != nullptr);
   // The package's next run outside the graph: its first launch event is an
