@@ -218,13 +218,16 @@ def compile_variant(
                 os.environ[k] = v
 
 
-def bench_models(model_names: list[str], runs: int) -> None:
+def bench_models(model_names: list[str], runs: int, variants: list[str]) -> None:
+    """The whole-model rows of `variants` (VARIANTS' names; the printer off
+    is always one)."""
+    chosen = {name: VARIANTS[name] for name in VARIANTS if name in {"off (level 0)", *variants}}
     with tempfile.TemporaryDirectory() as tmp:
         ctx = multiprocessing.get_context("spawn")
         builds = [
             (m, name, level, ours, switches)
             for m in model_names
-            for name, (level, ours, switches) in VARIANTS.items()
+            for name, (level, ours, switches) in chosen.items()
         ]
         with futures.ProcessPoolExecutor(
             min(len(builds), os.cpu_count() or 1), mp_context=ctx
@@ -243,10 +246,12 @@ def bench_models(model_names: list[str], runs: int) -> None:
         for m in model_names:
             if (m, "off (level 0)") not in paths:
                 continue
-            runners = {
-                name: torch._inductor.aoti_load_package(paths[(m, name)]) for name in VARIANTS
-            }
-            blocking = time_launch_blocking(m, paths[(m, "off (level 0)")], runs)
+            runners = {name: torch._inductor.aoti_load_package(paths[(m, name)]) for name in chosen}
+            blocking = (
+                time_launch_blocking(m, paths[(m, "off (level 0)")], runs)
+                if "ours, level 3" in chosen
+                else None
+            )
             bench_model(m, runners, runs, blocking)
 
 
@@ -393,19 +398,22 @@ def time_graph(package: str, model_name: str, replays: int) -> dict:
     }
 
 
-def bench_model(model_name: str, runners: dict, runs: int, blocking_ms: float) -> None:
+def bench_model(model_name: str, runners: dict, runs: int, blocking_ms: float | None) -> None:
     _, inputs = build_model(model_name)
-    directory = Path(tempfile.mkdtemp(prefix="bench-level1-"))
-    level1_ms, saved = time_level_1(
-        runners.pop("ours, level 1"), inputs, directory, 3, torch.cuda.synchronize
-    )
-    disk = disk_write_bandwidth(directory)
-    shutil.rmtree(directory)
+    level1 = None
+    if "ours, level 1" in runners:
+        directory = Path(tempfile.mkdtemp(prefix="bench-level1-"))
+        level1_ms, saved = time_level_1(
+            runners.pop("ours, level 1"), inputs, directory, 3, torch.cuda.synchronize
+        )
+        level1 = (level1_ms, saved, disk_write_bandwidth(directory))
+        shutil.rmtree(directory)
     cases = [(name, name, None) for name in runners]
-    cases.insert(
-        cases.index(("ours, level 3",) * 2 + (None,)) + 1,
-        ("ours, level 3, no sync", "ours, level 3", "off"),
-    )
+    if "ours, level 3" in runners:
+        cases.insert(
+            cases.index(("ours, level 3",) * 2 + (None,)) + 1,
+            ("ours, level 3, no sync", "ours, level 3", "off"),
+        )
     results: dict[str, list[float]] = {name: [] for name, _, _ in cases}
     with stdout_to_devnull():
         for _ in range(3):  # interleaved rounds: drift hits every variant alike
@@ -420,33 +428,40 @@ def bench_model(model_name: str, runners: dict, runs: int, blocking_ms: float) -
     for name, times in results.items():
         ms = min(times)
         print(f"  {name:<26}{ms:>9.3f}{ms / base:>8.1f}x{ms - base:>13.3f}")
-    print(
-        f"  {'off, CUDA_LAUNCH_BLOCKING=1':<26}{blocking_ms:>9.3f}{blocking_ms / base:>8.1f}x"
-        f"{blocking_ms - base:>13.3f}"
-    )
-    print(
-        f"  {'ours, level 1 (saving)':<26}{level1_ms:>9.3f}{level1_ms / base:>8.1f}x"
-        f"{level1_ms - base:>13.3f}"
-    )
-    print(level_1_line(saved, level1_ms, disk))
-    in_kernels = min(results["ours, level 2, stats in kernels"])
-    separate = min(results["ours, level 2"])
-    print(
-        f"  level 2: stats in kernels / separate launches = {in_kernels / separate:.2f} "
-        f"(overhead {in_kernels - base:.3f} ms against {separate - base:.3f} ms)"
-    )
+    if blocking_ms is not None:
+        print(
+            f"  {'off, CUDA_LAUNCH_BLOCKING=1':<26}{blocking_ms:>9.3f}"
+            f"{blocking_ms / base:>8.1f}x{blocking_ms - base:>13.3f}"
+        )
+    if level1 is not None:
+        level1_ms, saved, disk = level1
+        print(
+            f"  {'ours, level 1 (saving)':<26}{level1_ms:>9.3f}{level1_ms / base:>8.1f}x"
+            f"{level1_ms - base:>13.3f}"
+        )
+        print(level_1_line(saved, level1_ms, disk))
+    if "ours, level 2, stats in kernels" in results and "ours, level 2" in results:
+        in_kernels = min(results["ours, level 2, stats in kernels"])
+        separate = min(results["ours, level 2"])
+        print(
+            f"  level 2: stats in kernels / separate launches = {in_kernels / separate:.2f} "
+            f"(overhead {in_kernels - base:.3f} ms against {separate - base:.3f} ms)"
+        )
     for level in ("2", "3"):
+        if f"ours, level {level}" not in results or f"built-in, level {level}" not in results:
+            continue
         ours = min(results[f"ours, level {level}"]) - base
         builtin = min(results[f"built-in, level {level}"]) - base
         if builtin > 0.05 * base:
             print(f"  level {level}: our overhead / built-in overhead = {ours / builtin:.2f}")
         else:  # the built-in's level 3 prints kernel names: no ratio to speak of
             print(f"  level {level}: the built-in's overhead is within 5% of off, no ratio")
-    ours = min(results["ours, level 3"]) - base
-    print(
-        f"  level 3 with the sync: our overhead / a bare sync after every launch = "
-        f"{ours / max(blocking_ms - base, 1e-9):.2f}"
-    )
+    if blocking_ms is not None:
+        ours = min(results["ours, level 3"]) - base
+        print(
+            f"  level 3 with the sync: our overhead / a bare sync after every launch = "
+            f"{ours / max(blocking_ms - base, 1e-9):.2f}"
+        )
 
 
 def main() -> None:
@@ -479,6 +494,13 @@ def main() -> None:
         default=[],
         help="CUDA-graph rows (GRAPH_ROWS) of these models, e.g. resnet18 gpt2",
     )
+    parser.add_argument(
+        "--variants",
+        nargs="*",
+        choices=list(VARIANTS),
+        default=list(VARIANTS),
+        help="whole-model rows to run beside the printer off (default: all)",
+    )
     parser.add_argument("--replays", type=int, default=200, help="a round of CUDA-graph replays")
     parser.add_argument("--profile", action="store_true", help="where one small record's time goes")
     parser.add_argument("--time-package", help=argparse.SUPPRESS)  # the launch-blocking child
@@ -500,7 +522,7 @@ def main() -> None:
     if args.profile:
         profile_small_record()
     if args.models:
-        bench_models(args.models, args.runs)
+        bench_models(args.models, args.runs, args.variants)
     if args.graphs:
         bench_graphs(args.graphs, args.replays)
 

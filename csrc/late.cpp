@@ -9,13 +9,19 @@ namespace {
 
 class DeviceRecord final : public LateRecord {
  public:
-  DeviceRecord(TensorRecord r, std::shared_ptr<device::Landing> landing, bool json)
-      : record_(std::move(r)), landing_(std::move(landing)), json_(json) {}
+  DeviceRecord(TensorRecord r, std::shared_ptr<device::Landing> landing, bool json,
+               std::shared_ptr<constants::Entry> constant)
+      : record_(std::move(r)),
+        landing_(std::move(landing)),
+        json_(json),
+        constant_(std::move(constant)) {}
   bool ready() const override { return device::landed(*landing_); }
   void wait() override { error_ = device::wait_for(*landing_); }
   std::string text() override {
     device::Snapshot snap = device::take(*landing_, error_);
-    fill_contents(record_, {std::move(snap.stats), std::move(snap.values)});
+    Contents contents{std::move(snap.stats), std::move(snap.values)};
+    if (constant_) constants::remember(constant_, contents);
+    fill_contents(record_, contents);
     landing_.reset();  // its slot of the ring is free again
     return format_record(record_, json_);
   }
@@ -24,6 +30,7 @@ class DeviceRecord final : public LateRecord {
   TensorRecord record_;
   std::shared_ptr<device::Landing> landing_;
   bool json_;
+  std::shared_ptr<constants::Entry> constant_;
   std::string error_;
 };
 
@@ -63,11 +70,12 @@ class FormattedLater final : public LateRecord {
 }  // namespace
 
 std::unique_ptr<LateRecord> record_later(Where&& where, const at::Tensor& t, int64_t max_values,
-                                         bool json, bool batched, ReadsWhileUnchanged& reads) {
+                                         bool json, bool batched, ReadsWhileUnchanged& reads,
+                                         std::shared_ptr<constants::Entry> constant) {
   std::shared_ptr<device::Landing> landing = reads.landing(t, max_values, batched);
   if (!landing) return nullptr;
   return std::make_unique<DeviceRecord>(describe(std::move(where), t, Contents{}),
-                                        std::move(landing), json);
+                                        std::move(landing), json, std::move(constant));
 }
 
 std::unique_ptr<LateRecord> record_stored_later(Where&& where, const at::Tensor& t,

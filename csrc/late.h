@@ -4,6 +4,7 @@
 // a record is and reads it: these format it, and format.h knows records.
 #pragma once
 
+#include "constants.h"
 #include "device.h"
 #include "output.h"
 #include "record.h"
@@ -20,8 +21,10 @@ namespace aoti_debug_printer {
 // no room; the caller then writes out the records ahead (which frees it) and
 // asks again. `where` is moved from only when a record is returned. Only for
 // tensors can_record_later takes. `batched`: as device::snapshot_later's.
+// `constant`: where what it reads is remembered (constants::to_remember).
 std::unique_ptr<LateRecord> record_later(Where&& where, const at::Tensor& t, int64_t max_values,
-                                         bool json, bool batched, ReadsWhileUnchanged& reads);
+                                         bool json, bool batched, ReadsWhileUnchanged& reads,
+                                         std::shared_ptr<constants::Entry> constant = nullptr);
 
 // The whole printed record of a tensor that can_record_stored takes, written once `run`'s slots
 // have landed; `field`: the slot's first field in the workspace.

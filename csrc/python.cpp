@@ -6,6 +6,7 @@
 #include "graphs.h"
 #include "guard.h"
 #include "output.h"
+#include "record.h"
 #include "save.h"
 #include "settings.h"
 #include "shim.h"
@@ -166,6 +167,8 @@ PYBIND11_MODULE(_C, m) {
   m.attr("WRITES_UNSEEN") = static_cast<int>(AOTI_DEBUG_PRINTER_WRITES_UNSEEN);
   m.attr("RECORDS_END") = static_cast<int>(AOTI_DEBUG_PRINTER_RECORDS_END);
   m.attr("RECORDS_CONTINUE") = static_cast<int>(AOTI_DEBUG_PRINTER_RECORDS_CONTINUE);
+  m.attr("CONSTANTS_HOLD") = static_cast<int>(AOTI_DEBUG_PRINTER_CONSTANTS_HOLD);
+  m.attr("WHY_CONSTANT") = AOTI_DEBUG_PRINTER_WHY_CONSTANT;
   m.attr("LEVEL_SAVE") = static_cast<int>(AOTI_DEBUG_PRINTER_LEVEL_SAVE);
   m.attr("LEVEL_PRINT") = static_cast<int>(AOTI_DEBUG_PRINTER_LEVEL_PRINT);
   m.attr("LEVEL_KERNEL_NAMES") = static_cast<int>(AOTI_DEBUG_PRINTER_LEVEL_KERNEL_NAMES);
@@ -288,6 +291,9 @@ PYBIND11_MODULE(_C, m) {
         return out;
       },
       "The run-time options as (key, environment variable, meaning), in the table's order.");
+  m.def("tensors_read", &aoti_debug_printer::ReadsWhileUnchanged::tensors_read,
+        "How many tensors printed records have read, in all threads: a tensor recorded again "
+        "while no kernel wrote it since is read once.");
   m.def("save_failures", &save_failures);
   m.def("safe_name_part", &safe_name_part, py::arg("name"));
   m.def("package_loaded", &note_package_loaded, py::arg("path"),

@@ -7,6 +7,8 @@
 #include <c10/core/StorageImpl.h>
 #include <c10/util/complex.h>
 
+#include <atomic>
+
 #include <cmath>
 #include <type_traits>
 
@@ -139,6 +141,20 @@ Contents stored_contents(const at::Tensor& t, const at::Tensor& workspace, int64
   return {device::stored_stats_now(workspace, field, t.numel()), at::Tensor()};
 }
 
+uint64_t bytes_spanned(const at::Tensor& t) {
+  // torch strides are never negative: the last element is the farthest.
+  if (t.numel() == 0) return 0;
+  int64_t last = 0;
+  for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
+  return static_cast<uint64_t>((last + 1) * static_cast<int64_t>(t.element_size()));
+}
+
+namespace {
+std::atomic<int64_t> tensors_read_for_records{0};
+}  // namespace
+
+int64_t ReadsWhileUnchanged::tensors_read() { return tensors_read_for_records.load(); }
+
 const ReadsWhileUnchanged::Read* ReadsWhileUnchanged::find(const at::Tensor& t) const {
   if (!open_ || t.layout() != at::kStrided || !t.has_storage()) return nullptr;
   const c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
@@ -154,18 +170,34 @@ const ReadsWhileUnchanged::Read* ReadsWhileUnchanged::find(const at::Tensor& t) 
 
 void ReadsWhileUnchanged::add(const at::Tensor& t, TensorStats stats,
                               std::shared_ptr<device::Landing> landing) {
+  tensors_read_for_records.fetch_add(1, std::memory_order_relaxed);
   if (!open_ || t.layout() != at::kStrided || !t.has_storage()) return;
-  // A stretch holds a kernel's arguments or two; a wrapper that never ends
-  // one keeps only the last reads.
-  constexpr size_t kMostReads = 64;
-  if (reads_.size() == kMostReads) reads_.erase(reads_.begin());
-  reads_.push_back(Read{t.storage().getWeakStorageImpl(), t.const_data_ptr(), t.scalar_type(),
-                        at::DimVector(t.sizes()), at::DimVector(t.strides()), std::move(stats),
-                        std::move(landing)});
+  // A run's records read a few hundred tensors at most that are read again;
+  // past that the oldest go (the next record of one reads it again).
+  constexpr size_t kMostReads = 256;
+  if (reads_.size() == kMostReads) reads_.pop_front();
+  reads_.push_back(Read{t.storage().getWeakStorageImpl(), t.const_data_ptr(), bytes_spanned(t),
+                        t.scalar_type(), at::DimVector(t.sizes()), at::DimVector(t.strides()),
+                        std::move(stats), std::move(landing)});
+}
+
+void ReadsWhileUnchanged::written(const at::Tensor& t) {
+  if (reads_.empty() || t.layout() != at::kStrided || !t.has_storage()) return;
+  const auto begin = reinterpret_cast<uintptr_t>(t.const_data_ptr());
+  const uint64_t span = bytes_spanned(t);
+  // An empty tensor writes nothing; its storage's other views stay.
+  if (span == 0) return;
+  std::erase_if(reads_, [&](const Read& r) {
+    const auto from = reinterpret_cast<uintptr_t>(r.data);
+    return r.span > 0 && from < begin + span && begin < from + r.span;
+  });
 }
 
 Contents ReadsWhileUnchanged::contents(const at::Tensor& t, int64_t max_values) {
-  if (!t.device().is_cpu()) return read_contents(t, max_values);
+  if (!t.device().is_cpu()) {
+    tensors_read_for_records.fetch_add(1, std::memory_order_relaxed);
+    return read_contents(t, max_values);
+  }
   if (const Read* r = find(t)) return host_contents_of(r->stats, t, max_values);
   Contents c = read_contents(t, max_values);
   add(t, c.stats, nullptr);
@@ -190,12 +222,7 @@ WatchedArg watch(const std::string& name, const at::Tensor& t, Before before) {
   a.device = t.device().str();
   if (t.layout() != at::kStrided || !t.has_storage()) return a;
   a.data = reinterpret_cast<uintptr_t>(t.const_data_ptr());
-  if (t.numel() > 0) {
-    // torch strides are never negative: the last element is the farthest.
-    int64_t last = 0;
-    for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
-    a.span = static_cast<uint64_t>((last + 1) * static_cast<int64_t>(t.element_size()));
-  }
+  a.span = bytes_spanned(t);
   a.storage = reinterpret_cast<uintptr_t>(t.storage().data());
   a.storage_bytes = t.storage().nbytes();
   if (t.is_cuda()) {

@@ -13,6 +13,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -97,6 +98,9 @@ Contents read_contents(const at::Tensor& t, int64_t max_values, bool with_finger
 // The same from a host copy already made (the saver's).
 Contents host_contents(const at::Tensor& host, int64_t max_values, bool with_fingerprint = false);
 
+// The bytes `t`'s elements span from its data pointer; 0 when it has none.
+uint64_t bytes_spanned(const at::Tensor& t);
+
 // Metadata of `t`, with its contents.
 TensorRecord describe(Where where, const at::Tensor& t, const Contents& contents);
 // A record's statistics and values, from what was read of its tensor.
@@ -105,36 +109,44 @@ void fill_contents(TensorRecord& r, const Contents& contents);
 // (non-finite floats as nan, inf, -inf), for TensorRecord::values.
 std::vector<std::string> value_texts(const at::Tensor& host);
 
-// What the records of one stretch of a run read, where nothing can change a
-// tensor within the stretch (the caller ends it where anything may:
-// shim.cpp, at launch events). A tensor recorded twice in it, mostly one
-// kernel's output after its launch and the next kernel's input before that
-// one's, is read once: the same memory read at the same point of its
-// stream, so the same statistics, bit for bit.
+// What the records of a run read, while nothing changed the memory they
+// read. A tensor recorded again is read once: the next kernel's input
+// before its launch (the last kernel's output after its own), a residual
+// read kernels later, a model input or a constant read by several kernels.
+// What a kernel writes, it says in its records after launch (role: written),
+// and those reads go; what the caller cannot vouch for (a kernel that writes
+// memory no record names, wrapper code that runs between launch events, a
+// kernel without records) ends them all (shim.cpp, at launch events).
 class ReadsWhileUnchanged {
  public:
   // read_contents(t, max_values), without a fingerprint. Host tensors only
   // are shared: other devices' tensors are read each time.
   Contents contents(const at::Tensor& t, int64_t max_values);
   // device::snapshot_later(t, takes_values(t, max_values), batched), or the
-  // snapshot of the same memory queued earlier in the stretch; nullptr as
-  // there.
+  // snapshot of the same memory queued earlier while it was unchanged;
+  // nullptr as there.
   std::shared_ptr<device::Landing> landing(const at::Tensor& t, int64_t max_values, bool batched);
-  // A stretch begins, and the last one ends: whatever comes next may have
-  // changed every tensor.
+  // A kernel wrote `t`: what was read of any memory it overlaps has gone.
+  void written(const at::Tensor& t);
+  // Reads begin, and what was read before is forgotten: whatever came
+  // before may have changed every tensor.
   void begin() {
     reads_.clear();
     open_ = true;
   }
-  // Outside any stretch (outside a run's launch events: upstream's print
-  // between the built-in's kernels, a caller's own records) every record reads.
+  // Outside any run (upstream's print between the built-in's kernels, a
+  // caller's own records) every record reads.
   void end() {
     reads_.clear();
     open_ = false;
   }
   // Lets go of what was read (the snapshots' slots of the ring, which a
-  // full ring needs back), the stretch open or not as it was.
+  // full ring needs back), reads open or not as they were.
   void forget() { reads_.clear(); }
+  // How many tensors records have read through these reads, in all
+  // threads: the statistics passes printed records took (the tests' and
+  // the bench's count of what was read once).
+  static int64_t tensors_read();
 
  private:
   struct Read {
@@ -143,6 +155,8 @@ class ReadsWhileUnchanged {
     // another tensor that gets the address meanwhile is not taken for it.
     c10::weak_intrusive_ptr<c10::StorageImpl> storage;
     const void* data;
+    // The bytes its elements span from `data` (written: what overlaps).
+    uint64_t span;
     c10::ScalarType dtype;
     at::DimVector sizes, strides;
     // A host tensor's statistics (no values: they are the tensor itself,
@@ -154,7 +168,7 @@ class ReadsWhileUnchanged {
   // The read of the memory `t` views, as `t` views it, if any.
   const Read* find(const at::Tensor& t) const;
   void add(const at::Tensor& t, TensorStats stats, std::shared_ptr<device::Landing> landing);
-  std::vector<Read> reads_;
+  std::deque<Read> reads_;
   bool open_ = false;
 };
 

@@ -2,6 +2,7 @@
 // exported C functions (c_abi.cpp) and the Python bindings (python.cpp).
 #include "aoti_debug_printer.h"
 
+#include "constants.h"
 #include "device.h"
 #include "format.h"
 #include "graphs.h"
@@ -46,10 +47,15 @@ struct ThreadState {
   bool records_end_follows = false;
   // The digest of the Inductor config the run's program was compiled with.
   std::string inductor_config;
-  // What this launch event's records read, kept into the next event where
-  // the wrapper ran nothing between (AOTI_DEBUG_PRINTER_RECORDS_CONTINUE);
-  // none outside a run's launch events.
+  // What the run's records read, while no kernel wrote it since: kept into
+  // the next event where the wrapper ran nothing between
+  // (AOTI_DEBUG_PRINTER_RECORDS_CONTINUE), and across a kernel whose records
+  // name everything it writes (record_and_check forgets those); none
+  // outside a run.
   ReadsWhileUnchanged reads;
+  // The kernel between its launch events may write memory no record names,
+  // or has no records: after it, no read holds.
+  bool reads_end_after_launch = false;
   // The run's size symbols, as its model inputs bound them (check_input).
   std::unordered_map<std::string, inputs::Binding> symbols;
   // The run's statistics workspaces that records wait for (mostly one), to
@@ -88,7 +94,8 @@ void begin_run(bool with_end) {
   state.calls.clear();
   state.inductor_config.clear();
   sources::forget();
-  state.reads.end();
+  // The model inputs' records read them; the first kernel's may take those.
+  state.reads.begin();
   state.symbols.clear();
   state.watched.clear();
   state.stored_runs.clear();
@@ -201,21 +208,32 @@ Stop launch_and_check(Level compiled, Phase phase, const std::string& kernel, in
   if (state.records_end_follows && !(flags & AOTI_DEBUG_PRINTER_RECORDS_CONTINUE)) records_out();
   // This thread's records so far go to the writer thread: one lock for them all.
   publish_records();
-  // A kernel's input recorded before its launch is mostly the output of the
-  // kernel before, recorded after that one's launch: where the wrapper ran
-  // nothing between, it is read once. Any other event may follow a change.
-  if (phase != Phase::BeforeLaunch || !(flags & AOTI_DEBUG_PRINTER_RECORDS_CONTINUE))
-    state.reads.begin();
   state.records_end_follows = (flags & AOTI_DEBUG_PRINTER_RECORDS_END) != 0;
   const Level runtime = runtime_level();
   const Level level = level_now(runtime, compiled);
+  const Settings& settings = settings_now();
+  // A tensor a record read holds what it held until a kernel writes it: the
+  // kernel's records after launch say which (record_and_check), so a
+  // kernel's input, the last kernel's output, a residual or a model input
+  // is read once. Where the wrapper may have run anything between two
+  // events, or the kernel may write what no record names, or has no
+  // records, or roles are not trusted (roles=0), nothing read holds.
+  if (phase == Phase::BeforeLaunch) {
+    if (!(flags & AOTI_DEBUG_PRINTER_RECORDS_CONTINUE)) state.reads.begin();
+    if (!(flags & AOTI_DEBUG_PRINTER_CONSTANTS_HOLD)) constants::forget_all();
+    state.reads_end_after_launch =
+        (flags & (AOTI_DEBUG_PRINTER_WRITES_UNSEEN | AOTI_DEBUG_PRINTER_UNSELECTED)) != 0 ||
+        level == Level::Off || !settings.roles || !settings.rank_selected();
+  } else if (state.reads_end_after_launch || level == Level::Off) {
+    state.reads.begin();
+    constants::forget_all();
+  }
   if (phase == Phase::BeforeLaunch) {
     ++state.launch;
     // Call indices hash the name: not while switched off.
     if (level != Level::Off) state.call = state.calls[kernel]++;
     state.watched.clear();
   }
-  const Settings& settings = settings_now();
   if (level == Level::Off || !settings.rank_selected()) {
     state.syncing = state.watching = state.selected = state.guarding = false;
     return {};
@@ -231,6 +249,7 @@ Stop launch_and_check(Level compiled, Phase phase, const std::string& kernel, in
   if (phase == Phase::BeforeLaunch) {
     // Selected at compile time (by the compile-time filter) and now.
     state.selected = !(flags & AOTI_DEBUG_PRINTER_UNSELECTED) && settings.kernel_selected(kernel);
+    if (!state.selected) state.reads_end_after_launch = true;
     // Inside a captured graph nothing waits for the GPU, and the trap is
     // judged at each replay (graphs.h).
     state.syncing =
@@ -321,19 +340,21 @@ namespace {
 // its statistics now; `where` is moved from only when one is returned.
 // Empty when it must be taken synchronously.
 std::unique_ptr<LateRecord> printed_later(const Settings& settings, Where&& where,
-                                          const at::Tensor& t) {
+                                          const at::Tensor& t,
+                                          const std::shared_ptr<constants::Entry>& constant) {
   if (!can_record_later(t, settings.max_values)) return nullptr;
   const bool json = settings.format == Format::Jsonl;
   const bool batched = state.records_end_follows;
   std::unique_ptr<LateRecord> late =
-      record_later(std::move(where), t, settings.max_values, json, batched, state.reads);
+      record_later(std::move(where), t, settings.max_values, json, batched, state.reads, constant);
   if (!late) {
     // The ring is full, or the stream changed: write out what waits, and let
-    // go of the stretch's reads (their slots), then ask again.
+    // go of the run's reads (their slots), then ask again.
     state.reads.forget();
     copy_back_stored();
     flush_records();
-    late = record_later(std::move(where), t, settings.max_values, json, batched, state.reads);
+    late = record_later(std::move(where), t, settings.max_values, json, batched, state.reads,
+                        constant);
   }
   return late;
 }
@@ -355,7 +376,8 @@ void written(const std::string& output, const std::string& text, bool later) {
 // (or, with none to wait for, by the writer thread), and returns none;
 // `where` is then moved from.
 TensorStats write_record(Action action, const Settings& settings, Where& where, const at::Tensor& t,
-                         bool unwritten_output, bool with_fingerprint, bool later) {
+                         bool unwritten_output, bool with_fingerprint, bool later,
+                         const std::shared_ptr<constants::Entry>& constant = nullptr) {
   const bool json = settings.format == Format::Jsonl;
   if (unwritten_output) {
     // An output before its kernel writes it holds leftover memory: statistics
@@ -384,15 +406,17 @@ TensorStats write_record(Action action, const Settings& settings, Where& where, 
     saving([&] { save_snapshot(settings.dump_dir, r, host); });
   } else {
     if (later) {
-      if (std::unique_ptr<LateRecord> late = printed_later(settings, std::move(where), t)) {
+      if (std::unique_ptr<LateRecord> late =
+              printed_later(settings, std::move(where), t, constant)) {
         emit_later(settings.output, std::move(late));
         return {};
       }
     }
     // The guard's fingerprint comes from a pass of its own.
-    r = describe(where, t,
-                 with_fingerprint ? read_contents(t, settings.max_values, true)
-                                  : state.reads.contents(t, settings.max_values));
+    const Contents contents = with_fingerprint ? read_contents(t, settings.max_values, true)
+                                               : state.reads.contents(t, settings.max_values);
+    if (constant) constants::remember(constant, contents);
+    r = describe(where, t, contents);
     written(settings.output, format_record(r, json), later);
   }
   return r.stats;
@@ -412,6 +436,20 @@ TensorStats write_stored_record(const Settings& settings, Where& where, const at
   }
   const TensorRecord r = describe(where, t, stored_contents(t, *stored.workspace, stored.field));
   emit(settings.output, format_record(r, json));
+  return r.stats;
+}
+
+// A record whose contents an earlier record read (a constant's, constants.h):
+// written in its turn among the records that wait, with `later`.
+TensorStats write_known_record(const Settings& settings, Where& where, const at::Tensor& t,
+                               const Contents& known, bool later) {
+  const bool json = settings.format == Format::Jsonl;
+  if (later && can_record_later(t, settings.max_values)) {
+    emit_later(settings.output, formatted_later(describe(std::move(where), t, known), json));
+    return {};
+  }
+  const TensorRecord r = describe(where, t, known);
+  written(settings.output, format_record(r, json), later);
   return r.stats;
 }
 
@@ -460,6 +498,11 @@ Stop record_and_check(Level compiled, Phase phase, Role given_role, const at::Te
                       c10::function_ref<Where()> where_of, const std::optional<Stored>& stored) {
   const Level runtime = runtime_level();
   if (runtime == Level::Off) return {};
+  // The kernel wrote what it was given to write: what was read of it goes.
+  if (phase == Phase::AfterLaunch && given_role != Role::Read && t != nullptr && t->defined()) {
+    state.reads.written(*t);
+    constants::written(*t);
+  }
   // Kernel records follow the run-time filter; model inputs belong to none.
   if (phase == Phase::BeforeLaunch || phase == Phase::AfterLaunch) {
     if (!state.selected) return {};
@@ -522,9 +565,16 @@ Stop record_and_check(Level compiled, Phase phase, Role given_role, const at::Te
   // no second read).
   const bool from_slot = stored && action == Action::Print && !guarding && !unwritten_output &&
                          can_record_stored(*t, *stored->workspace, settings.max_values);
+  // A constant's record takes what its first record read, while it is
+  // unchanged; the first reads it, and what it reads is remembered.
+  const bool constant = !from_slot && action == Action::Print && phase == Phase::BeforeLaunch &&
+                        role == Role::Read && !guarding && constants::is_constant(where);
+  std::optional<Contents> known = constant ? constants::find(*t) : std::nullopt;
   const TensorStats stats =
       from_slot ? write_stored_record(settings, where, *t, *stored, later)
-                : write_record(action, settings, where, *t, unwritten_output, guarding, later);
+      : known   ? write_known_record(settings, where, *t, *known, later)
+                : write_record(action, settings, where, *t, unwritten_output, guarding, later,
+                             constant ? constants::to_remember(*t) : nullptr);
   // A record left to wait (later) has taken `where`; neither the trap nor the
   // guard is on then.
   if (later) return {};

@@ -226,6 +226,100 @@ def test_aten_fallback_records_inputs_constants_and_output(package, records):
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_a_tensor_no_kernel_wrote_since_its_record_is_read_once(package, records, device):
+    """externs: x is a model input that the sin kernel reads; w1 and w2 are
+    model inputs that two mm kernels read kernels later; each kernel's output
+    is read by the next. Every such tensor is read once a run. With roles
+    not trusted (roles=0) every record after a launch reads again: the
+    records must be the same."""
+    path = package("externs", 2, device=device)
+    # The run's first kernel continues the model inputs' records.
+    first = re.search(
+        r"aoti_debug_printer::launch\(AOTI_DEBUG_PRINTER_API, 2, 0, .*, (\d+)\);",
+        wrapper_source(path),
+    )
+    assert int(first[1]) & _C.RECORDS_CONTINUE, first[0]
+    _, inputs = small.build("externs", device)
+    compiled = torch._inductor.aoti_load_package(str(path))
+
+    out, read_once, tensors = counted_run(compiled, inputs, records)
+    out_again, read_again, kept_again = counted_run(compiled, inputs, records, roles=0)
+    assert torch.equal(out, out_again)
+    # Each value a record holds is read once: the inputs, the constant, and
+    # what each kernel wrote.
+    inputs_read = len({r["arg"] for r in tensors if r["phase"] == "model_input"})
+    constants_read = len({r["arg"] for r in tensors if r["why"] == "constant"})
+    written = [
+        r for r in tensors if r["phase"] == "after_launch" and r["role"] in ("write", "read_write")
+    ]
+    assert (inputs_read, constants_read) == (3, 1) and len(written) >= 3
+    assert read_once == inputs_read + constants_read + len(written) < read_again
+    again = {(r["phase"], r["launch"], r["arg"]): r for r in kept_again}
+    compared = 0
+    for r in tensors:
+        if r["stats"] and "unsupported" not in r["stats"]:
+            assert r["stats"] == again[(r["phase"], r["launch"], r["arg"])]["stats"], r
+            compared += 1
+    # Every record but the outputs' before launch (leftover memory) has statistics.
+    assert compared > read_once
+
+
+def counted_run(compiled, inputs, records, **opts):
+    """One run of `compiled`: its output, the tensors its records read, and
+    its tensor records."""
+    start, read = len(records()), _C.tensors_read()
+    with aoti_debug_printer.options(**opts):
+        out = compiled(*inputs)
+    kept = [r for r in records()[start:] if r["event"] == "tensor"]
+    return out, _C.tensors_read() - read, kept
+
+
+def test_a_constant_is_read_once_a_process_while_unchanged(package, records):
+    """externs reads one constant (its addmm's weight): read in the first
+    run only, then again once AOTInductor's constant update gives it new
+    values, and once the caller changes a constant it manages in place."""
+    _, inputs = small.build("externs")
+    compiled = torch._inductor.aoti_load_package(str(package("externs", 2)))
+
+    def constant_record(kept):
+        (record,) = [r for r in kept if r["why"] == _C.WHY_CONSTANT]
+        return record
+
+    _, first, kept = counted_run(compiled, inputs, records)
+    _, second, kept_again = counted_run(compiled, inputs, records)
+    assert second == first - 1
+    assert constant_record(kept_again)["stats"] == constant_record(kept)["stats"]
+    name = constant_record(kept)["arg"]
+    (fqn,) = [f for f in compiled.get_constant_fqns() if f.endswith(name)]
+    for user_managed in (False, True):
+        new_value = torch.full_like(dict(small.build("externs")[0].named_parameters())[fqn], 3.0)
+        compiled.load_constants(
+            {fqn: new_value}, check_full_update=False, user_managed=user_managed
+        )
+        _, third, kept = counted_run(compiled, inputs, records)
+        assert third == first and constant_record(kept)["stats"]["min"] == 3.0, kept
+        if user_managed:
+            # The caller's own change, in place: its version tells.
+            new_value.fill_(4.0)
+            _, fourth, kept = counted_run(compiled, inputs, records)
+            assert fourth == first and constant_record(kept)["stats"]["min"] == 4.0
+
+
+def test_a_buffer_the_program_changes_is_read_at_every_run(package, records):
+    """steps: the program adds 1 to its buffer at each run, in a kernel whose
+    records say so: each run's record before that kernel shows the buffer as
+    the last run left it, although the buffer is a constant of the program."""
+    _, inputs = small.build("steps")
+    compiled = torch._inductor.aoti_load_package(str(package("steps", 2)))
+    seen = []
+    for _ in range(3):
+        _, _, kept = counted_run(compiled, inputs, records)
+        (before,) = [r for r in kept if r["arg"] == "steps" and r["phase"] == "before_launch"]
+        seen.append(before["stats"]["min"])
+    assert seen == [0.0, 1.0, 2.0]
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 def test_custom_op_called_through_the_proxy_executor_is_recorded(
     package, records, dump_dir, device
 ):

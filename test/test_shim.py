@@ -20,6 +20,7 @@ import torch
 
 import aoti_debug_printer
 from aoti_debug_printer import _C, load_dump
+from aoti_debug_printer.records import Reason
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -340,8 +341,11 @@ def test_the_headers_codes_are_mirrored_once_and_used_by_the_codegen():
     }
     for name in ("ABI_VERSION", "RECORD_SCHEMA"):
         defined[name] = int(re.search(rf"#define AOTI_DEBUG_PRINTER_{name} (\d+)", header)[1])
+    # Reason codes, as strings.
+    defined.update(re.findall(r'^#define AOTI_DEBUG_PRINTER_(\w+) "(\w+)"', header, re.M))
     stub = (ROOT / "python/aoti_debug_printer/_C.pyi").read_text()
     mirrored = {name: int(v) for name, v in re.findall(r"^(\w+): Literal\[(\d+)\]", stub, re.M)}
+    mirrored.update(re.findall(r'^(\w+): Literal\["(\w+)"\]', stub, re.M))
     exported = {name for name in dir(_C) if name.isupper()}
     # STOPPED_BY_* are return codes of the C functions, not passed by Python.
     returned = {name for name in defined if name.startswith("STOPPED_BY_")}
@@ -359,8 +363,13 @@ def test_the_headers_codes_are_mirrored_once_and_used_by_the_codegen():
         "ANNOUNCE",
         "UNSELECTED",
         "WRITES_UNSEEN",
+        "RECORDS_END",
+        "RECORDS_CONTINUE",
+        "CONSTANTS_HOLD",
     ):
         assert getattr(_codegen, name) == getattr(_C, name), name
+    # The constant's reason, as the record schema spells it.
+    assert Reason.CONSTANT.why() == _C.WHY_CONSTANT
     for name in ("ROLE_UNKNOWN", "ROLE_READ", "ROLE_WRITE", "ROLE_READ_WRITE", "ROLE_ACCUMULATE"):
         assert getattr(_provenance, name) == getattr(_C, name), name
     # Upstream's levels, as the codegen names them, are the header's.

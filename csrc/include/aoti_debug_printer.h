@@ -81,6 +81,11 @@ enum {
   // the code does no GPU work, and its records_end was left out. What they
   // queued waits for this event's records_end.
   AOTI_DEBUG_PRINTER_RECORDS_CONTINUE = 32,
+  // Since the last launch event (or the run's start), the code wrote no
+  // constant but through kernels whose records say so: the constants'
+  // contents read before still hold (AOTI_DEBUG_PRINTER_WHY_CONSTANT).
+  // Without it, they are read again.
+  AOTI_DEBUG_PRINTER_CONSTANTS_HOLD = 64,
 };
 
 // Where a record sits relative to its kernel launch.
@@ -126,6 +131,12 @@ enum {
   // Fields a slot holds: 128 bytes, so that slots share no cache line.
   AOTI_DEBUG_PRINTER_STORED_SLOT = 16,
 };
+
+// The reason code (a record's `why`; aoti_debug_printer/records.py: Reason)
+// of a weight or buffer the program was given that no kernel of the run has
+// written yet: such a record's contents are read once a process, while the
+// tensor is unchanged.
+#define AOTI_DEBUG_PRINTER_WHY_CONSTANT "constant"
 
 // Why a tensor record returns nonzero: the caller must stop the run.
 enum {

@@ -929,6 +929,86 @@ TEST_CASE("a tensor recorded again where the wrapper ran nothing between is read
   CHECK(min_of("upstream_second") == "min=5");
 }
 
+TEST_CASE("a tensor no kernel wrote since its record is read once, across kernels",
+          "[aoti_debug_printer_launch_at_level]") {
+  Scratch s;
+  at::Tensor t = at::full({100}, 2.0);
+  at::Tensor head = t.slice(0, 0, 50);
+  at::Tensor input = at::full({100}, 7.0);
+  const auto record = [](int32_t phase, const char* kernel, const char* arg, at::Tensor& x,
+                         int32_t role) {
+    aoti_debug_printer_tensor_held(AOTI_DEBUG_PRINTER_LEVEL_PRINT, phase, kernel, arg, "", "", role,
+                                   handle(x));
+  };
+  const auto launch = [](int32_t phase, const char* kernel, int32_t flags) {
+    aoti_debug_printer_launch_at_level(AOTI_DEBUG_PRINTER_LEVEL_PRINT, phase, kernel,
+                                       flags | AOTI_DEBUG_PRINTER_RECORDS_END);
+  };
+  constexpr int32_t before = AOTI_DEBUG_PRINTER_BEFORE_LAUNCH;
+  constexpr int32_t after = AOTI_DEBUG_PRINTER_AFTER_LAUNCH;
+  constexpr int32_t go_on = AOTI_DEBUG_PRINTER_RECORDS_CONTINUE;
+  constexpr int32_t read = AOTI_DEBUG_PRINTER_ROLE_READ;
+  // Each change made here behind the records' backs, which generated code's
+  // roles and flags rule out, shows whether a tensor was read again.
+  aoti_debug_printer_begin_run_with_end();
+  record(AOTI_DEBUG_PRINTER_MODEL_INPUT, "", "input", input, read);
+  input.fill_(8.0);
+  // The first kernel's records continue the run's start: the input is read once.
+  launch(before, "k1", go_on);
+  record(before, "k1", "input", input, read);
+  aoti_debug_printer_records_end();
+  launch(after, "k1", 0);
+  record(after, "k1", "out", t, AOTI_DEBUG_PRINTER_ROLE_WRITE);
+  t.fill_(3.0);
+  launch(before, "k2", go_on);
+  record(before, "k2", "in", t, read);
+  record(before, "k2", "head", head, read);
+  aoti_debug_printer_records_end();
+  // k2's records say it only reads t: what was read of t holds after it.
+  launch(after, "k2", 0);
+  record(after, "k2", "in", t, read);
+  t.fill_(4.0);
+  launch(before, "k3", go_on);
+  record(before, "k3", "residual", t, read);
+  aoti_debug_printer_records_end();
+  // k3 writes t in place: t and every view of its memory are read again.
+  t.fill_(5.0);
+  launch(after, "k3", 0);
+  record(after, "k3", "residual", t, AOTI_DEBUG_PRINTER_ROLE_READ_WRITE);
+  // k4 may write memory none of its records name: after it, nothing read holds.
+  launch(before, "k4", AOTI_DEBUG_PRINTER_WRITES_UNSEEN | go_on);
+  record(before, "k4", "head", head, read);
+  aoti_debug_printer_records_end();
+  launch(after, "k4", 0);
+  t.fill_(6.0);
+  launch(before, "k5", go_on);
+  record(before, "k5", "t", t, read);
+  aoti_debug_printer_records_end();
+  // Nor where the wrapper may have run something between two events.
+  launch(after, "k5", 0);
+  t.fill_(9.0);
+  launch(before, "k6", 0);
+  record(before, "k6", "t", t, read);
+  aoti_debug_printer_records_end();
+  aoti_debug_printer_end_run();
+  const std::string out = s.output();
+  const auto min_of = [&](const std::string& header) {
+    const size_t at = out.find(header);
+    REQUIRE(at != std::string::npos);
+    const size_t from = out.find("min=", at);
+    return out.substr(from, out.find(' ', from) - from);
+  };
+  CHECK(min_of("model_input input ") == "min=7");
+  CHECK(min_of("before_launch k1 input ") == "min=7");
+  CHECK(min_of("before_launch k2 in ") == "min=2");
+  CHECK(min_of("before_launch k2 head ") == "min=3");
+  CHECK(min_of("before_launch k3 residual ") == "min=2");
+  CHECK(min_of("after_launch k3 residual ") == "min=5");
+  CHECK(min_of("before_launch k4 head ") == "min=5");
+  CHECK(min_of("before_launch k5 t ") == "min=6");
+  CHECK(min_of("before_launch k6 t ") == "min=9");
+}
+
 TEST_CASE("a value's formula and its program's Inductor config reach the dump",
           "[aoti_debug_printer_tensor_computed][aoti_debug_printer_compiled_with]") {
   const aoti_debug_printer_api* api = aoti_debug_printer_get_api(AOTI_DEBUG_PRINTER_ABI_VERSION);

@@ -126,6 +126,20 @@ class FillRows(torch.nn.Module):
         return a.sum(0) + b.sum(0) * 2
 
 
+class Steps(torch.nn.Module):
+    """A buffer the program adds to in place at every run (as a KV cache or
+    a step counter), and a weight it only reads."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("steps", torch.zeros(4))
+        self.scale = torch.nn.Parameter(torch.full((4,), 2.0))
+
+    def forward(self, x):
+        self.steps.add_(1)
+        return x * self.steps * self.scale
+
+
 # An op that is wrong on one rank only, as a faulty GPU or a rank-dependent
 # code path is: on the rank ADP_WRONG_RANK names, it adds ADP_WRONG_BY
 # (1e-3 by default; "nan" makes NaN).
@@ -218,6 +232,7 @@ MODELS = {
     "rank_shift": RankShift,
     "custom_op": CustomOp,
     "undeclared_mutation": UndeclaredMutation,
+    "steps": Steps,
     "fills_rows": FillRows,
     "writes_past": lambda: FillRows(past=1),
     "cpp_fills_rows": lambda: FillRows(library="adp_cpp"),
@@ -239,6 +254,8 @@ def build(name: str, device: str = "cpu"):
         inputs = (torch.rand(3, 8),)
     elif name == "dynamic":
         inputs = (torch.randn(5, 3),)
+    elif name == "steps":
+        inputs = (torch.randn(3, 4),)
     elif name in ("fills_rows", "writes_past", "cpp_fills_rows", "cpp_writes_past"):
         halves = torch.randn(8, 4, device=device)
         return model, (halves[:4], halves[4:], torch.randn(4, 4, device=device))

@@ -36,10 +36,11 @@ BEFORE_LAUNCH, AFTER_LAUNCH, MODEL_INPUT = _abi.BEFORE_LAUNCH, _abi.AFTER_LAUNCH
 ANNOUNCE = _abi.ANNOUNCE
 UNSELECTED, WRITES_UNSEEN = _abi.UNSELECTED, _abi.WRITES_UNSEEN
 RECORDS_END, RECORDS_CONTINUE = _abi.RECORDS_END, _abi.RECORDS_CONTINUE
+CONSTANTS_HOLD = _abi.CONSTANTS_HOLD
 ROLE_READ = _abi.ROLE_READ
 
 # Lines of the C++ wrapper that do no GPU work: buffers allocated, reused
-# and released, the arrays of their sizes, comments. Where only such lines
+# and released, the arrays of their sizes, the inputs' size checks, comments. Where only such lines
 # lie between one launch event's records_end and the next launch event, the
 # records of both go to the GPU together (RECORDS_CONTINUE); a released
 # buffer is kept by the shim until then.
@@ -47,6 +48,7 @@ _NO_GPU_WORK = re.compile(
     r"\s*(?:$|//"
     r"|auto \w+ = std::move\(\w+\);"
     r"|static constexpr int64_t int_array_\d+\[\] = \{[-\w, ]*\};"
+    r"|(?:if \(_check_aoti_runtime_check_inputs_env\(\)\) \{ )?assert_size_stride\("
     r"|AtenTensorHandle \w+_handle;"
     r"|AOTI_TORCH_ERROR_CODE_CHECK\(aoti_torch_empty_strided\("
     r"|RAIIAtenTensorHandle \w+\(\w+_handle\);"
@@ -189,6 +191,11 @@ class DebugPrinterManager:
         # Where the last records_end was rendered, while the next launch
         # event may still take it back (_take_back_records_end).
         self._records_end_at: tuple[list, int] | None = None
+        # Launch events written so far in this wrapper.
+        self._events_written = 0
+        # Where the last launch event's code ends in the wrapper's final
+        # text, while it renders (_no_constant_named_since_last_event).
+        self._event_end_at: tuple[list, int] | None = None
         # An op's call in its schema's order (fallback_call_records), for
         # the call comment; None for kernels whose argument list is the call.
         self._op_call: dict | None = None
@@ -351,19 +358,23 @@ class DebugPrinterManager:
             and self._emitter.batches_records
         )
         continues = self._take_back_records_end() if batched else False
+        constants_hold = before_launch and self._no_constant_named_since_last_event()
         self._records_end_at = None
+        self._events_written += 1
         flags = (
             (ANNOUNCE if selected and level == LEVEL_KERNEL_NAMES else 0)
             | (0 if selected else UNSELECTED)
             | (WRITES_UNSEEN if before_launch and self._writes_unseen else 0)
             | (RECORDS_END if batched else 0)
             | (RECORDS_CONTINUE if continues else 0)
+            | (CONSTANTS_HOLD if constants_hold else 0)
         )
         # Every kernel gets both events, selected or not: launch indices do
         # not depend on the filter, and the after event is where the shim
         # checks for CUDA errors when syncing.
         self._writeline(self._emitter.launch(level, phase, kernel_name, flags))
         if not selected:
+            self._event_ends_here()
             return
         if before_launch:
             self._write_call_comment()
@@ -380,6 +391,39 @@ class DebugPrinterManager:
         if batched:
             self._writeline(self._emitter.records_end())
             self._records_end_at = self._rendered_records_end()
+        self._event_ends_here()
+
+    def _event_ends_here(self) -> None:
+        """The last line of a launch event's code was just written."""
+        lines = self._rendered_lines()
+        self._event_end_at = (lines, len(lines)) if lines is not None else None
+
+    def _no_constant_named_since_last_event(self) -> bool:
+        """Whether no line since the last launch event's code (or the run's
+        start) may write a constant: each either does no GPU work or names
+        none of the program's constants. What a kernel with records writes,
+        its records say; a line that names a constant (a copy into a buffer
+        the program mutates) may write it. Where the lines are not known,
+        any may."""
+        from torch._inductor.utils import LineContext
+        from torch._inductor.virtualized import V
+
+        lines = self._rendered_lines()
+        if lines is None:
+            return False
+        start = 0
+        if self._events_written > 0:
+            if self._event_end_at is None or self._event_end_at[0] is not lines:
+                return False
+            start = self._event_end_at[1]
+        names = [n for n in getattr(V.graph, "constants", {}) if _IDENTIFIER.match(n)]
+        named = re.compile(r"\b(?:" + "|".join(map(re.escape, names)) + r")\b") if names else None
+        for line in lines[start:]:
+            if isinstance(line, LineContext) or _does_no_gpu_work(line):
+                continue
+            if not isinstance(line, str) or (named is not None and named.search(line)):
+                return False
+        return True
 
     def _rendered_lines(self) -> list | None:
         """The wrapper's final text while it renders its lines (set_writeline),
@@ -401,9 +445,14 @@ class DebugPrinterManager:
     def _take_back_records_end(self) -> bool:
         """Whether the last records_end can be left out, because only lines
         that do no GPU work were written after it: it becomes a comment, and
-        that event's records go to the GPU with the next one's."""
+        that event's records go to the GPU with the next one's. The run's
+        first event continues the model inputs' records where nothing but
+        such lines came before it: what they read holds for its records."""
         if self._records_end_at is None:
-            return False
+            if self._events_written > 0:
+                return False
+            lines = self._rendered_lines()
+            return lines is not None and all(_does_no_gpu_work(ln) for ln in lines)
         lines, index = self._records_end_at
         if self._rendered_lines() is not lines:
             return False
