@@ -1009,6 +1009,56 @@ TEST_CASE("a tensor no kernel wrote since its record is read once, across kernel
   CHECK(min_of("before_launch k6 t ") == "min=9");
 }
 
+TEST_CASE("a constant is read once a process, while nothing may have written it",
+          "[aoti_debug_printer_launch_at_level][aoti_debug_printer_tensor_held]") {
+  Scratch s;
+  at::Tensor weight = at::full({100}, 1.0);
+  // A write through its pointer, behind the records' backs (and its
+  // version's), shows whether the constant was read again.
+  const auto write = [&](float value) { std::fill_n(weight.data_ptr<float>(), 100, value); };
+  const auto run = [&](const char* kernel, int32_t flags, int32_t role_after) {
+    aoti_debug_printer_begin_run_with_end();
+    aoti_debug_printer_launch_at_level(AOTI_DEBUG_PRINTER_LEVEL_PRINT,
+                                       AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, kernel,
+                                       flags | AOTI_DEBUG_PRINTER_RECORDS_END);
+    aoti_debug_printer_tensor_held(AOTI_DEBUG_PRINTER_LEVEL_PRINT, AOTI_DEBUG_PRINTER_BEFORE_LAUNCH,
+                                   kernel, "weight", "", AOTI_DEBUG_PRINTER_WHY_CONSTANT,
+                                   AOTI_DEBUG_PRINTER_ROLE_READ, handle(weight));
+    aoti_debug_printer_records_end();
+    aoti_debug_printer_launch_at_level(AOTI_DEBUG_PRINTER_LEVEL_PRINT,
+                                       AOTI_DEBUG_PRINTER_AFTER_LAUNCH, kernel, 0);
+    aoti_debug_printer_tensor_held(AOTI_DEBUG_PRINTER_LEVEL_PRINT, AOTI_DEBUG_PRINTER_AFTER_LAUNCH,
+                                   kernel, "weight", "", "", role_after, handle(weight));
+    aoti_debug_printer_end_run();
+  };
+  constexpr int32_t hold = AOTI_DEBUG_PRINTER_CONSTANTS_HOLD;
+  constexpr int32_t read = AOTI_DEBUG_PRINTER_ROLE_READ;
+  run("k1", hold, read);
+  write(2.0);
+  // Held from one run to the next: the first run's read serves.
+  run("k2", hold, read);
+  // The wrapper may have written it (no CONSTANTS_HOLD): read again.
+  run("k3", 0, read);
+  write(3.0);
+  // k4 writes it (a buffer the program mutates): read again after it.
+  run("k4", hold, AOTI_DEBUG_PRINTER_ROLE_READ_WRITE);
+  write(4.0);
+  run("k5", hold, read);
+  const std::string out = s.output();
+  const auto min_of = [&](const std::string& header) {
+    const size_t at = out.find(header);
+    REQUIRE(at != std::string::npos);
+    const size_t from = out.find("min=", at);
+    return out.substr(from, out.find(' ', from) - from);
+  };
+  CHECK(min_of("before_launch k1 weight ") == "min=1");
+  CHECK(min_of("before_launch k2 weight ") == "min=1");
+  CHECK(min_of("before_launch k3 weight ") == "min=2");
+  CHECK(min_of("before_launch k4 weight ") == "min=2");
+  CHECK(min_of("after_launch k4 weight ") == "min=3");
+  CHECK(min_of("before_launch k5 weight ") == "min=4");
+}
+
 TEST_CASE("a value's formula and its program's Inductor config reach the dump",
           "[aoti_debug_printer_tensor_computed][aoti_debug_printer_compiled_with]") {
   const aoti_debug_printer_api* api = aoti_debug_printer_get_api(AOTI_DEBUG_PRINTER_ABI_VERSION);
