@@ -155,42 +155,49 @@ std::atomic<int64_t> tensors_read_for_records{0};
 
 int64_t ReadsWhileUnchanged::tensors_read() { return tensors_read_for_records.load(); }
 
+TensorView::TensorView(const at::Tensor& t)
+    : storage(t.storage().getWeakStorageImpl()),
+      data(reinterpret_cast<uintptr_t>(t.const_data_ptr())),
+      span(bytes_spanned(t)),
+      dtype(t.scalar_type()),
+      sizes(t.sizes()),
+      strides(t.strides()) {}
+
+bool TensorView::is(const at::Tensor& t) const {
+  return storage._unsafe_get_target() == t.storage().unsafeGetStorageImpl() && !storage.expired() &&
+         data == reinterpret_cast<uintptr_t>(t.const_data_ptr()) && dtype == t.scalar_type() &&
+         at::IntArrayRef(sizes) == t.sizes() && at::IntArrayRef(strides) == t.strides();
+}
+
+bool viewable(const at::Tensor& t) {
+  return t.defined() && t.layout() == at::kStrided && t.has_storage();
+}
+
 const ReadsWhileUnchanged::Read* ReadsWhileUnchanged::find(const at::Tensor& t) const {
-  if (!open_ || t.layout() != at::kStrided || !t.has_storage()) return nullptr;
-  const c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
-  const void* data = t.const_data_ptr();
-  for (const Read& r : reads_) {
-    if (r.storage._unsafe_get_target() == storage && !r.storage.expired() && r.data == data &&
-        r.dtype == t.scalar_type() && at::IntArrayRef(r.sizes) == t.sizes() &&
-        at::IntArrayRef(r.strides) == t.strides())
-      return &r;
-  }
+  if (!open_ || !viewable(t)) return nullptr;
+  for (const Read& r : reads_)
+    if (r.view.is(t)) return &r;
   return nullptr;
 }
 
 void ReadsWhileUnchanged::add(const at::Tensor& t, TensorStats stats,
                               std::shared_ptr<device::Landing> landing) {
   tensors_read_for_records.fetch_add(1, std::memory_order_relaxed);
-  if (!open_ || t.layout() != at::kStrided || !t.has_storage()) return;
+  if (!open_ || !viewable(t)) return;
   // A run's records read a few hundred tensors at most that are read again;
   // past that the oldest go (the next record of one reads it again).
   constexpr size_t kMostReads = 256;
   if (reads_.size() == kMostReads) reads_.pop_front();
-  reads_.push_back(Read{t.storage().getWeakStorageImpl(), t.const_data_ptr(), bytes_spanned(t),
-                        t.scalar_type(), at::DimVector(t.sizes()), at::DimVector(t.strides()),
-                        std::move(stats), std::move(landing)});
+  reads_.push_back(Read{TensorView(t), std::move(stats), std::move(landing)});
 }
 
 void ReadsWhileUnchanged::written(const at::Tensor& t) {
-  if (reads_.empty() || t.layout() != at::kStrided || !t.has_storage()) return;
+  if (reads_.empty() || !viewable(t)) return;
   const auto begin = reinterpret_cast<uintptr_t>(t.const_data_ptr());
   const uint64_t span = bytes_spanned(t);
   // An empty tensor writes nothing; its storage's other views stay.
   if (span == 0) return;
-  std::erase_if(reads_, [&](const Read& r) {
-    const auto from = reinterpret_cast<uintptr_t>(r.data);
-    return r.span > 0 && from < begin + span && begin < from + r.span;
-  });
+  std::erase_if(reads_, [&](const Read& r) { return r.view.overlaps(begin, span); });
 }
 
 Contents ReadsWhileUnchanged::contents(const at::Tensor& t, int64_t max_values) {

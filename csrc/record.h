@@ -101,6 +101,28 @@ Contents host_contents(const at::Tensor& host, int64_t max_values, bool with_fin
 // The bytes `t`'s elements span from its data pointer; 0 when it has none.
 uint64_t bytes_spanned(const at::Tensor& t);
 
+// Which memory a tensor views, and how: what tells a later tensor to be the
+// same view of the same memory, and what a write overlaps. The storage is
+// weak: the memory goes back to the allocator when the model frees it, as
+// with the printer off, and another tensor that gets the address meanwhile
+// is not taken for it. Only for tensors `viewable` takes.
+struct TensorView {
+  explicit TensorView(const at::Tensor& t);
+  // The same view of this memory, which is still alive.
+  bool is(const at::Tensor& t) const;
+  // Whether the bytes [begin, begin + bytes) meet this view's.
+  bool overlaps(uintptr_t begin, uint64_t bytes) const {
+    return span > 0 && data < begin + bytes && begin < data + span;
+  }
+  c10::weak_intrusive_ptr<c10::StorageImpl> storage;
+  uintptr_t data;
+  uint64_t span;
+  c10::ScalarType dtype;
+  at::DimVector sizes, strides;
+};
+// A strided tensor with storage.
+bool viewable(const at::Tensor& t);
+
 // Metadata of `t`, with its contents.
 TensorRecord describe(Where where, const at::Tensor& t, const Contents& contents);
 // A record's statistics and values, from what was read of its tensor.
@@ -150,15 +172,7 @@ class ReadsWhileUnchanged {
 
  private:
   struct Read {
-    // Weak: the memory goes back to the allocator when the model frees it,
-    // as with the printer off; the storage itself stays known, so that
-    // another tensor that gets the address meanwhile is not taken for it.
-    c10::weak_intrusive_ptr<c10::StorageImpl> storage;
-    const void* data;
-    // The bytes its elements span from `data` (written: what overlaps).
-    uint64_t span;
-    c10::ScalarType dtype;
-    at::DimVector sizes, strides;
+    TensorView view;
     // A host tensor's statistics (no values: they are the tensor itself,
     // and no reference to it is kept)...
     TensorStats stats;

@@ -107,6 +107,27 @@ std::string field(const std::string& record, const std::string& key) {
   return m[2];
 }
 
+// The value of `key=` in the first record in `out` whose header holds `header`.
+std::string field_after(const std::string& out, const std::string& header, const std::string& key) {
+  const size_t at = out.find(header);
+  REQUIRE(at != std::string::npos);
+  return field(out.substr(at), key);
+}
+
+// A launch event at level 2 whose records end with records_end.
+void printing_launch(int32_t phase, const char* kernel, int32_t flags) {
+  aoti_debug_printer_launch_at_level(AOTI_DEBUG_PRINTER_LEVEL_PRINT, phase, kernel,
+                                     flags | AOTI_DEBUG_PRINTER_RECORDS_END);
+}
+
+// A printed record of `x` as generated code gives it: its role, and why it
+// holds no node.
+void printed(int32_t phase, const char* kernel, const char* arg, at::Tensor& x, int32_t role,
+             const char* why = "") {
+  aoti_debug_printer_tensor_held(AOTI_DEBUG_PRINTER_LEVEL_PRINT, phase, kernel, arg, "", why, role,
+                                 handle(x));
+}
+
 }  // namespace
 
 TEST_CASE("every dtype prints its statistics", "[aoti_debug_printer_tensor]") {
@@ -875,39 +896,30 @@ TEST_CASE("a tensor recorded again where the wrapper ran nothing between is read
   // More elements than max_values: the record carries statistics, no values.
   at::Tensor t = at::full({100}, 2.0);
   at::Tensor head = t.slice(0, 0, 50);
-  const auto record = [](int32_t phase, const char* kernel, const char* arg, at::Tensor& x,
-                         int32_t role) {
-    aoti_debug_printer_tensor_held(AOTI_DEBUG_PRINTER_LEVEL_PRINT, phase, kernel, arg, "", "", role,
-                                   handle(x));
-  };
-  const auto launch = [](int32_t phase, const char* kernel, int32_t flags) {
-    aoti_debug_printer_launch_at_level(AOTI_DEBUG_PRINTER_LEVEL_PRINT, phase, kernel,
-                                       flags | AOTI_DEBUG_PRINTER_RECORDS_END);
-  };
   constexpr int32_t before = AOTI_DEBUG_PRINTER_BEFORE_LAUNCH;
   constexpr int32_t after = AOTI_DEBUG_PRINTER_AFTER_LAUNCH;
   aoti_debug_printer_begin_run_with_end();
-  launch(after, "k1", 0);
-  record(after, "k1", "out", t, AOTI_DEBUG_PRINTER_ROLE_WRITE);
+  printing_launch(after, "k1", 0);
+  printed(after, "k1", "out", t, AOTI_DEBUG_PRINTER_ROLE_WRITE);
   // The flag says nothing ran between: the change made here, which the flag
   // rules out in generated code, shows that the tensor is not read again.
   t.fill_(3.0);
-  launch(before, "k2", AOTI_DEBUG_PRINTER_RECORDS_CONTINUE);
-  record(before, "k2", "in", t, AOTI_DEBUG_PRINTER_ROLE_READ);
+  printing_launch(before, "k2", AOTI_DEBUG_PRINTER_RECORDS_CONTINUE);
+  printed(before, "k2", "in", t, AOTI_DEBUG_PRINTER_ROLE_READ);
   // Another view of the same memory is another tensor: read.
-  record(before, "k2", "head", head, AOTI_DEBUG_PRINTER_ROLE_READ);
+  printed(before, "k2", "head", head, AOTI_DEBUG_PRINTER_ROLE_READ);
   // What the stretch keeps of a read holds no memory: a tensor freed after
   // its record goes back to the allocator at once, as with the printer off.
   at::Tensor freed = at::full({100}, 4.0);
   const c10::weak_intrusive_ptr<c10::StorageImpl> storage = freed.storage().getWeakStorageImpl();
-  record(before, "k2", "freed", freed, AOTI_DEBUG_PRINTER_ROLE_READ);
+  printed(before, "k2", "freed", freed, AOTI_DEBUG_PRINTER_ROLE_READ);
   freed.reset();
   CHECK(storage.expired());
   aoti_debug_printer_records_end();
-  launch(after, "k2", 0);
+  printing_launch(after, "k2", 0);
   // Any other event ends the stretch: what a tensor holds is read again.
-  launch(before, "k3", 0);
-  record(before, "k3", "in", t, AOTI_DEBUG_PRINTER_ROLE_READ);
+  printing_launch(before, "k3", 0);
+  printed(before, "k3", "in", t, AOTI_DEBUG_PRINTER_ROLE_READ);
   aoti_debug_printer_end_run();
   // Outside a run's launch events (upstream's print between the built-in's
   // kernels) every record reads.
@@ -915,18 +927,13 @@ TEST_CASE("a tensor recorded again where the wrapper ran nothing between is read
   t.fill_(5.0);
   aoti_torch_print_tensor_handle(handle(t), "upstream_second");
   const std::string out = s.output();
-  const auto min_of = [&](const std::string& header) {
-    const size_t at = out.find(header);
-    REQUIRE(at != std::string::npos);
-    const size_t from = out.find("min=", at);
-    return out.substr(from, out.find(' ', from) - from);
-  };
-  CHECK(min_of("after_launch k1 out ") == "min=2");
-  CHECK(min_of("before_launch k2 in ") == "min=2");
-  CHECK(min_of("before_launch k2 head ") == "min=3");
-  CHECK(min_of("before_launch k3 in ") == "min=3");
-  CHECK(min_of("upstream_first") == "min=3");
-  CHECK(min_of("upstream_second") == "min=5");
+  const auto min_of = [&](const std::string& header) { return field_after(out, header, "min"); };
+  CHECK(min_of("after_launch k1 out ") == "2");
+  CHECK(min_of("before_launch k2 in ") == "2");
+  CHECK(min_of("before_launch k2 head ") == "3");
+  CHECK(min_of("before_launch k3 in ") == "3");
+  CHECK(min_of("upstream_first") == "3");
+  CHECK(min_of("upstream_second") == "5");
 }
 
 TEST_CASE("a tensor no kernel wrote since its record is read once, across kernels",
@@ -935,15 +942,6 @@ TEST_CASE("a tensor no kernel wrote since its record is read once, across kernel
   at::Tensor t = at::full({100}, 2.0);
   at::Tensor head = t.slice(0, 0, 50);
   at::Tensor input = at::full({100}, 7.0);
-  const auto record = [](int32_t phase, const char* kernel, const char* arg, at::Tensor& x,
-                         int32_t role) {
-    aoti_debug_printer_tensor_held(AOTI_DEBUG_PRINTER_LEVEL_PRINT, phase, kernel, arg, "", "", role,
-                                   handle(x));
-  };
-  const auto launch = [](int32_t phase, const char* kernel, int32_t flags) {
-    aoti_debug_printer_launch_at_level(AOTI_DEBUG_PRINTER_LEVEL_PRINT, phase, kernel,
-                                       flags | AOTI_DEBUG_PRINTER_RECORDS_END);
-  };
   constexpr int32_t before = AOTI_DEBUG_PRINTER_BEFORE_LAUNCH;
   constexpr int32_t after = AOTI_DEBUG_PRINTER_AFTER_LAUNCH;
   constexpr int32_t go_on = AOTI_DEBUG_PRINTER_RECORDS_CONTINUE;
@@ -951,62 +949,57 @@ TEST_CASE("a tensor no kernel wrote since its record is read once, across kernel
   // Each change made here behind the records' backs, which generated code's
   // roles and flags rule out, shows whether a tensor was read again.
   aoti_debug_printer_begin_run_with_end();
-  record(AOTI_DEBUG_PRINTER_MODEL_INPUT, "", "input", input, read);
+  printed(AOTI_DEBUG_PRINTER_MODEL_INPUT, "", "input", input, read);
   input.fill_(8.0);
   // The first kernel's records continue the run's start: the input is read once.
-  launch(before, "k1", go_on);
-  record(before, "k1", "input", input, read);
+  printing_launch(before, "k1", go_on);
+  printed(before, "k1", "input", input, read);
   aoti_debug_printer_records_end();
-  launch(after, "k1", 0);
-  record(after, "k1", "out", t, AOTI_DEBUG_PRINTER_ROLE_WRITE);
+  printing_launch(after, "k1", 0);
+  printed(after, "k1", "out", t, AOTI_DEBUG_PRINTER_ROLE_WRITE);
   t.fill_(3.0);
-  launch(before, "k2", go_on);
-  record(before, "k2", "in", t, read);
-  record(before, "k2", "head", head, read);
+  printing_launch(before, "k2", go_on);
+  printed(before, "k2", "in", t, read);
+  printed(before, "k2", "head", head, read);
   aoti_debug_printer_records_end();
   // k2's records say it only reads t: what was read of t holds after it.
-  launch(after, "k2", 0);
-  record(after, "k2", "in", t, read);
+  printing_launch(after, "k2", 0);
+  printed(after, "k2", "in", t, read);
   t.fill_(4.0);
-  launch(before, "k3", go_on);
-  record(before, "k3", "residual", t, read);
+  printing_launch(before, "k3", go_on);
+  printed(before, "k3", "residual", t, read);
   aoti_debug_printer_records_end();
   // k3 writes t in place: t and every view of its memory are read again.
   t.fill_(5.0);
-  launch(after, "k3", 0);
-  record(after, "k3", "residual", t, AOTI_DEBUG_PRINTER_ROLE_READ_WRITE);
+  printing_launch(after, "k3", 0);
+  printed(after, "k3", "residual", t, AOTI_DEBUG_PRINTER_ROLE_READ_WRITE);
   // k4 may write memory none of its records name: after it, nothing read holds.
-  launch(before, "k4", AOTI_DEBUG_PRINTER_WRITES_UNSEEN | go_on);
-  record(before, "k4", "head", head, read);
+  printing_launch(before, "k4", AOTI_DEBUG_PRINTER_WRITES_UNSEEN | go_on);
+  printed(before, "k4", "head", head, read);
   aoti_debug_printer_records_end();
-  launch(after, "k4", 0);
+  printing_launch(after, "k4", 0);
   t.fill_(6.0);
-  launch(before, "k5", go_on);
-  record(before, "k5", "t", t, read);
+  printing_launch(before, "k5", go_on);
+  printed(before, "k5", "t", t, read);
   aoti_debug_printer_records_end();
   // Nor where the wrapper may have run something between two events.
-  launch(after, "k5", 0);
+  printing_launch(after, "k5", 0);
   t.fill_(9.0);
-  launch(before, "k6", 0);
-  record(before, "k6", "t", t, read);
+  printing_launch(before, "k6", 0);
+  printed(before, "k6", "t", t, read);
   aoti_debug_printer_records_end();
   aoti_debug_printer_end_run();
   const std::string out = s.output();
-  const auto min_of = [&](const std::string& header) {
-    const size_t at = out.find(header);
-    REQUIRE(at != std::string::npos);
-    const size_t from = out.find("min=", at);
-    return out.substr(from, out.find(' ', from) - from);
-  };
-  CHECK(min_of("model_input input ") == "min=7");
-  CHECK(min_of("before_launch k1 input ") == "min=7");
-  CHECK(min_of("before_launch k2 in ") == "min=2");
-  CHECK(min_of("before_launch k2 head ") == "min=3");
-  CHECK(min_of("before_launch k3 residual ") == "min=2");
-  CHECK(min_of("after_launch k3 residual ") == "min=5");
-  CHECK(min_of("before_launch k4 head ") == "min=5");
-  CHECK(min_of("before_launch k5 t ") == "min=6");
-  CHECK(min_of("before_launch k6 t ") == "min=9");
+  const auto min_of = [&](const std::string& header) { return field_after(out, header, "min"); };
+  CHECK(min_of("model_input input ") == "7");
+  CHECK(min_of("before_launch k1 input ") == "7");
+  CHECK(min_of("before_launch k2 in ") == "2");
+  CHECK(min_of("before_launch k2 head ") == "3");
+  CHECK(min_of("before_launch k3 residual ") == "2");
+  CHECK(min_of("after_launch k3 residual ") == "5");
+  CHECK(min_of("before_launch k4 head ") == "5");
+  CHECK(min_of("before_launch k5 t ") == "6");
+  CHECK(min_of("before_launch k6 t ") == "9");
 }
 
 TEST_CASE("a constant is read once a process, while nothing may have written it",
@@ -1018,17 +1011,13 @@ TEST_CASE("a constant is read once a process, while nothing may have written it"
   const auto write = [&](float value) { std::fill_n(weight.data_ptr<float>(), 100, value); };
   const auto run = [&](const char* kernel, int32_t flags, int32_t role_after) {
     aoti_debug_printer_begin_run_with_end();
-    aoti_debug_printer_launch_at_level(AOTI_DEBUG_PRINTER_LEVEL_PRINT,
-                                       AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, kernel,
-                                       flags | AOTI_DEBUG_PRINTER_RECORDS_END);
-    aoti_debug_printer_tensor_held(AOTI_DEBUG_PRINTER_LEVEL_PRINT, AOTI_DEBUG_PRINTER_BEFORE_LAUNCH,
-                                   kernel, "weight", "", AOTI_DEBUG_PRINTER_WHY_CONSTANT,
-                                   AOTI_DEBUG_PRINTER_ROLE_READ, handle(weight));
+    printing_launch(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, kernel, flags);
+    printed(AOTI_DEBUG_PRINTER_BEFORE_LAUNCH, kernel, "weight", weight,
+            AOTI_DEBUG_PRINTER_ROLE_READ, AOTI_DEBUG_PRINTER_WHY_CONSTANT);
     aoti_debug_printer_records_end();
     aoti_debug_printer_launch_at_level(AOTI_DEBUG_PRINTER_LEVEL_PRINT,
                                        AOTI_DEBUG_PRINTER_AFTER_LAUNCH, kernel, 0);
-    aoti_debug_printer_tensor_held(AOTI_DEBUG_PRINTER_LEVEL_PRINT, AOTI_DEBUG_PRINTER_AFTER_LAUNCH,
-                                   kernel, "weight", "", "", role_after, handle(weight));
+    printed(AOTI_DEBUG_PRINTER_AFTER_LAUNCH, kernel, "weight", weight, role_after);
     aoti_debug_printer_end_run();
   };
   constexpr int32_t hold = AOTI_DEBUG_PRINTER_CONSTANTS_HOLD;
@@ -1045,18 +1034,13 @@ TEST_CASE("a constant is read once a process, while nothing may have written it"
   write(4.0);
   run("k5", hold, read);
   const std::string out = s.output();
-  const auto min_of = [&](const std::string& header) {
-    const size_t at = out.find(header);
-    REQUIRE(at != std::string::npos);
-    const size_t from = out.find("min=", at);
-    return out.substr(from, out.find(' ', from) - from);
-  };
-  CHECK(min_of("before_launch k1 weight ") == "min=1");
-  CHECK(min_of("before_launch k2 weight ") == "min=1");
-  CHECK(min_of("before_launch k3 weight ") == "min=2");
-  CHECK(min_of("before_launch k4 weight ") == "min=2");
-  CHECK(min_of("after_launch k4 weight ") == "min=3");
-  CHECK(min_of("before_launch k5 weight ") == "min=4");
+  const auto min_of = [&](const std::string& header) { return field_after(out, header, "min"); };
+  CHECK(min_of("before_launch k1 weight ") == "1");
+  CHECK(min_of("before_launch k2 weight ") == "1");
+  CHECK(min_of("before_launch k3 weight ") == "2");
+  CHECK(min_of("before_launch k4 weight ") == "2");
+  CHECK(min_of("after_launch k4 weight ") == "3");
+  CHECK(min_of("before_launch k5 weight ") == "4");
 }
 
 TEST_CASE("a value's formula and its program's Inductor config reach the dump",

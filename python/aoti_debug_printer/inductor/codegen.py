@@ -196,6 +196,8 @@ class DebugPrinterManager:
         # Where the last launch event's code ends in the wrapper's final
         # text, while it renders (_no_constant_named_since_last_event).
         self._event_end_at: tuple[list, int] | None = None
+        # The graph whose constants' names the pattern finds (_constant_names).
+        self._constants_pattern: tuple[Any, re.Pattern | None] | None = None
         # An op's call in its schema's order (fallback_call_records), for
         # the call comment; None for kernels whose argument list is the call.
         self._op_call: dict | None = None
@@ -398,6 +400,16 @@ class DebugPrinterManager:
         lines = self._rendered_lines()
         self._event_end_at = (lines, len(lines)) if lines is not None else None
 
+    def _lines_since_last_event(self) -> list | None:
+        """The wrapper's lines rendered since the last launch event's code
+        (or the run's start), where they are known."""
+        lines = self._rendered_lines()
+        if lines is None or self._events_written == 0:
+            return lines
+        if self._event_end_at is None or self._event_end_at[0] is not lines:
+            return None
+        return lines[self._event_end_at[1] :]
+
     def _no_constant_named_since_last_event(self) -> bool:
         """Whether no line since the last launch event's code (or the run's
         start) may write a constant: each either does no GPU work or names
@@ -406,24 +418,31 @@ class DebugPrinterManager:
         the program mutates) may write it. Where the lines are not known,
         any may."""
         from torch._inductor.utils import LineContext
-        from torch._inductor.virtualized import V
 
-        lines = self._rendered_lines()
+        lines = self._lines_since_last_event()
         if lines is None:
             return False
-        start = 0
-        if self._events_written > 0:
-            if self._event_end_at is None or self._event_end_at[0] is not lines:
-                return False
-            start = self._event_end_at[1]
-        names = [n for n in getattr(V.graph, "constants", {}) if _IDENTIFIER.match(n)]
-        named = re.compile(r"\b(?:" + "|".join(map(re.escape, names)) + r")\b") if names else None
-        for line in lines[start:]:
+        named = self._constant_names()
+        for line in lines:
             if isinstance(line, LineContext) or _does_no_gpu_work(line):
                 continue
             if not isinstance(line, str) or (named is not None and named.search(line)):
                 return False
         return True
+
+    def _constant_names(self) -> re.Pattern | None:
+        """A pattern that finds the program's constants' names in a line
+        (None: it has none), made once per graph."""
+        from torch._inductor.virtualized import V
+
+        graph = V.graph
+        if self._constants_pattern is None or self._constants_pattern[0] is not graph:
+            names = [n for n in getattr(graph, "constants", {}) if _IDENTIFIER.match(n)]
+            pattern = (
+                re.compile(r"\b(?:" + "|".join(map(re.escape, names)) + r")\b") if names else None
+            )
+            self._constants_pattern = (graph, pattern)
+        return self._constants_pattern[1]
 
     def _rendered_lines(self) -> list | None:
         """The wrapper's final text while it renders its lines (set_writeline),
@@ -451,7 +470,7 @@ class DebugPrinterManager:
         if self._records_end_at is None:
             if self._events_written > 0:
                 return False
-            lines = self._rendered_lines()
+            lines = self._lines_since_last_event()
             return lines is not None and all(_does_no_gpu_work(ln) for ln in lines)
         lines, index = self._records_end_at
         if self._rendered_lines() is not lines:
