@@ -370,6 +370,23 @@ void written(const std::string& output, const std::string& text, bool later) {
   }
 }
 
+// A printed record whose contents need no read (an output not yet written,
+// a constant an earlier record read): with `later`, where a record of this
+// tensor would wait for its statistics, it waits for its text, made on the
+// writer thread in its turn among the thread's records, off the model's
+// thread.
+TensorStats write_known_record(const Settings& settings, Where& where, const at::Tensor& t,
+                               const Contents& known, bool later) {
+  const bool json = settings.format == Format::Jsonl;
+  if (later && can_record_later(t, settings.max_values)) {
+    emit_later(settings.output, formatted_later(describe(std::move(where), t, known), json));
+    return {};
+  }
+  const TensorRecord r = describe(where, t, known);
+  written(settings.output, format_record(r, json), later);
+  return r.stats;
+}
+
 // The record itself: statistics printed, or a snapshot saved. Returns the
 // statistics, for the trap, with the guard's fingerprint when asked for.
 // With `later`, a printed record may be written once its statistics land
@@ -387,13 +404,8 @@ TensorStats write_record(Action action, const Settings& settings, Where& where, 
     if (action == Action::Save) {
       const TensorRecord r = describe(where, t, unwritten);
       saving([&] { append_to_manifest(settings.dump_dir, format_json(r) + "\n"); });
-    } else if (later && can_record_later(t, settings.max_values)) {
-      // Where a record of this tensor would wait for its statistics, this one
-      // waits for its text: made on the writer thread, in its turn among the
-      // thread's records, and off the model's thread (one per kernel output).
-      emit_later(settings.output, formatted_later(describe(std::move(where), t, unwritten), json));
     } else {
-      written(settings.output, format_record(describe(where, t, unwritten), json), later);
+      write_known_record(settings, where, t, unwritten, later);
     }
     return {};
   }
@@ -436,20 +448,6 @@ TensorStats write_stored_record(const Settings& settings, Where& where, const at
   }
   const TensorRecord r = describe(where, t, stored_contents(t, *stored.workspace, stored.field));
   emit(settings.output, format_record(r, json));
-  return r.stats;
-}
-
-// A record whose contents an earlier record read (a constant's, constants.h):
-// written in its turn among the records that wait, with `later`.
-TensorStats write_known_record(const Settings& settings, Where& where, const at::Tensor& t,
-                               const Contents& known, bool later) {
-  const bool json = settings.format == Format::Jsonl;
-  if (later && can_record_later(t, settings.max_values)) {
-    emit_later(settings.output, formatted_later(describe(std::move(where), t, known), json));
-    return {};
-  }
-  const TensorRecord r = describe(where, t, known);
-  written(settings.output, format_record(r, json), later);
   return r.stats;
 }
 
