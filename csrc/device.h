@@ -47,7 +47,12 @@ bool can_snapshot_later(const at::Tensor& t, bool with_values);
 // once. The caller must call launch_batch before any other GPU work may
 // change `t`; waiting for a Landing (wait_for) launches it too. Until then
 // the batch keeps a reference to `t`, which may be released meanwhile.
-std::shared_ptr<Landing> snapshot_later(const at::Tensor& t, bool with_values, bool batched);
+// With `with_fingerprint` (the write guard's, inside a captured graph), the
+// pass adds the fingerprint's terms, and take finishes it into
+// stats.fingerprint; such a snapshot is never batched (the batch's kernel
+// adds no terms), and the capture's merge adds its terms as it adds counts.
+std::shared_ptr<Landing> snapshot_later(const at::Tensor& t, bool with_values, bool batched,
+                                        bool with_fingerprint = false);
 // Whether `l`, a snapshot of memory that nothing changed since, serves as a
 // snapshot_later(t, with_values) now: queued on `t`'s current stream, with
 // values where these would be.

@@ -37,7 +37,7 @@ struct Landing {};
 
 bool can_snapshot_later(const at::Tensor&, bool) { return false; }
 
-std::shared_ptr<Landing> snapshot_later(const at::Tensor&, bool, bool) {
+std::shared_ptr<Landing> snapshot_later(const at::Tensor&, bool, bool, bool) {
   TORCH_CHECK(false, "aoti-debug-printer was built without CUDA");
 }
 

@@ -212,8 +212,13 @@ Contents ReadsWhileUnchanged::contents(const at::Tensor& t, int64_t max_values) 
 }
 
 std::shared_ptr<device::Landing> ReadsWhileUnchanged::landing(const at::Tensor& t,
-                                                              int64_t max_values, bool batched) {
+                                                              int64_t max_values, bool batched,
+                                                              bool with_fingerprint) {
   const bool with_values = takes_values(t, max_values);
+  if (with_fingerprint) {
+    tensors_read_for_records.fetch_add(1, std::memory_order_relaxed);
+    return device::snapshot_later(t, with_values, false, true);
+  }
   if (const Read* r = find(t); r && r->landing && device::serves_for(*r->landing, t, with_values))
     return r->landing;
   std::shared_ptr<device::Landing> l = device::snapshot_later(t, with_values, batched);

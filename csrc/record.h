@@ -146,8 +146,12 @@ class ReadsWhileUnchanged {
   Contents contents(const at::Tensor& t, int64_t max_values);
   // device::snapshot_later(t, takes_values(t, max_values), batched), or the
   // snapshot of the same memory queued earlier while it was unchanged;
-  // nullptr as there.
-  std::shared_ptr<device::Landing> landing(const at::Tensor& t, int64_t max_values, bool batched);
+  // nullptr as there. With `with_fingerprint` (the write guard's, inside a
+  // captured graph), always a pass of its own, never batched, and kept for
+  // no later record: the guard compares two records' landings, and one
+  // shared by both would be compared with itself.
+  std::shared_ptr<device::Landing> landing(const at::Tensor& t, int64_t max_values, bool batched,
+                                           bool with_fingerprint = false);
   // A kernel wrote `t`: what was read of any memory it overlaps has gone.
   void written(const at::Tensor& t);
   // Reads begin, and what was read before is forgotten: whatever came

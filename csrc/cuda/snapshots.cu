@@ -192,6 +192,8 @@ struct Landing {
   at::DimVector sizes;
   int64_t numel = 0;
   bool with_values = false;
+  // The partials hold the fingerprint's terms: take finishes it.
+  bool with_fingerprint = false;
   std::string unsupported;
   // A captured record's merged result (end_capture): the host memory `slot`
   // points into, shared by the capture's records.
@@ -246,7 +248,8 @@ bool can_snapshot_later(const at::Tensor& t, bool with_values) {
   return computes_stats_on(t) && t.numel() > 0 && values_room(t, with_values) <= Ring::kBytes / 2;
 }
 
-std::shared_ptr<Landing> snapshot_later(const at::Tensor& t, bool with_values, bool batched) {
+std::shared_ptr<Landing> snapshot_later(const at::Tensor& t, bool with_values, bool batched,
+                                        bool with_fingerprint) {
   const DeviceMadeCurrent current(t.device().index());
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(t.device().index()).stream();
   const bool captured = capture_ring != nullptr;
@@ -304,10 +307,12 @@ std::shared_ptr<Landing> snapshot_later(const at::Tensor& t, bool with_values, b
   l->dtype = t.scalar_type();
   l->sizes = t.sizes();
   l->with_values = with_values;
+  l->with_fingerprint = with_fingerprint;
   if (captured) captured_landings.push_back(l);
   // A dense tensor waits for the batch; its values, if printed, come with
-  // its statistics where they are in order (contiguous).
-  if (batched && plan->dense && (!with_values || t.is_contiguous())) {
+  // its statistics where they are in order (contiguous). The batch's kernel
+  // adds no fingerprint: the guard's snapshot takes a launch of its own.
+  if (batched && !with_fingerprint && plan->dense && (!with_values || t.is_contiguous())) {
     BatchItem item{};
     item.x = t.const_data_ptr();
     item.n = t.numel();
@@ -318,7 +323,7 @@ std::shared_ptr<Landing> snapshot_later(const at::Tensor& t, bool with_values, b
     ring->batch.push_back({l.get(), t, item, plan->layout.parts});
     return l;
   }
-  queue_snapshot(t, *plan, stream, with_values, false, slot, true, l->ticket);
+  queue_snapshot(t, *plan, stream, with_values, with_fingerprint, slot, true, l->ticket);
   return l;
 }
 
@@ -460,7 +465,8 @@ Snapshot take(const Landing& l, const std::string& error) {
   } else {
     // The tickets were read first; the partials behind them must not be read before.
     std::atomic_thread_fence(std::memory_order_acquire);
-    snap = read_back(l.slot, l.layout, l.dtype, l.sizes, l.numel, l.with_values, false);
+    snap =
+        read_back(l.slot, l.layout, l.dtype, l.sizes, l.numel, l.with_values, l.with_fingerprint);
   }
   return snap;
 }
