@@ -3,6 +3,7 @@
 #include "aoti_debug_printer.h"
 #include "device.h"
 #include "format.h"
+#include "graphs.h"
 #include "save.h"
 #include "stats.h"
 
@@ -87,7 +88,8 @@ Span span_of(const at::Tensor& t) {
 
 // A buffer the guard vouches for: its view, the storage it lives in (a weak
 // reference: the guard never keeps memory alive, and a freed buffer is
-// never compared), and what its writer left in it.
+// never compared), and what its writer left in it (inside a captured graph,
+// the item that holds it at each replay).
 struct Entry {
   c10::weak_intrusive_ptr<c10::StorageImpl> storage{c10::intrusive_ptr<c10::StorageImpl>()};
   const c10::StorageImpl* storage_id = nullptr;
@@ -95,7 +97,7 @@ struct Entry {
   std::vector<int64_t> sizes, strides;
   at::ScalarType dtype = at::kFloat;
   Span span;
-  uint64_t fingerprint = 0;
+  Print print;
   std::string buffer, writer;
   int64_t writer_launch = -1;
   // Guard 2: where it was first seen changed since its writer.
@@ -121,10 +123,11 @@ struct KernelArg {
   Role role = Role::Unknown;
   Span span;
   // For arguments the kernel only reads: a copy (what changed, and the
-  // "before" file), and the fingerprint its record computed, if any, so
-  // that an unchanged argument costs one read after launch, not a compare.
+  // "before" file; none inside a captured graph, which holds no copy), and
+  // the fingerprint its record computed, if any, so that an unchanged
+  // argument costs one read after launch, not a compare.
   at::Tensor before;
-  std::optional<uint64_t> before_print;
+  Print before_print;
 };
 
 // Per thread, as the printer's indices: each thread runs its own buffers.
@@ -142,6 +145,9 @@ std::string named(const Where& w) {
 
 bool reads_only(Role role) { return role == Role::Read; }
 
+// Inside a captured graph: nothing is read now, the checks are the replays'.
+bool captured() { return graphs::capturing(); }
+
 // Whether the current kernel writes memory that `span` shares, under
 // another name: then a change there is no evidence of anything.
 bool written_by_current_kernel(const Span& span, const std::string& except) {
@@ -155,13 +161,12 @@ void forget_overlapping(const Span& span) {
   std::erase_if(state.entries, [&](const Entry& e) { return e.span.overlaps(span); });
 }
 
-void remember(const Where& w, const at::Tensor& t, const std::string& writer,
-              std::optional<uint64_t> print) {
+void remember(const Where& w, const at::Tensor& t, const std::string& writer, Print print) {
   const Span span = span_of(t);
   forget_overlapping(span);
   if (!t.has_storage() || t.numel() == 0) return;
-  if (!print) print = fingerprint(t);
-  if (!print) return;
+  if (!print.value && !print.item && !captured()) print.value = fingerprint(t);
+  if (!print.value && !print.item) return;
   Entry e;
   e.storage = c10::weak_intrusive_ptr<c10::StorageImpl>(t.storage().getWeakStorageImpl());
   e.storage_id = t.storage().unsafeGetStorageImpl();
@@ -170,7 +175,7 @@ void remember(const Where& w, const at::Tensor& t, const std::string& writer,
   e.strides = t.strides().vec();
   e.dtype = t.scalar_type();
   e.span = span;
-  e.fingerprint = *print;
+  e.print = print;
   e.buffer = w.arg;
   e.writer = writer;
   e.writer_launch = w.launch;
@@ -189,7 +194,7 @@ void check_every_buffer(const std::string& where, bool after_kernel) {
     const at::Tensor t = e.revive();
     if (!t.defined()) continue;
     const std::optional<uint64_t> print = fingerprint(t);
-    if (print && *print != e.fingerprint) e.changed_at = where;
+    if (print && print != e.print.value) e.changed_at = where;
   }
 }
 
@@ -204,21 +209,74 @@ std::string save_copy(const Settings& settings, const Where& at, const at::Tenso
   return file;
 }
 
-// The guard's finding, for stop_at; the run stops here.
-Finding found(const Settings& settings, const GuardFinding& f) {
-  state.entries.clear();
+Finding finding_of(const GuardFinding& f, bool json) {
   Finding out;
   out.code = AOTI_DEBUG_PRINTER_STOPPED_BY_GUARD;
-  out.record = format_guard(f, settings.format == Format::Jsonl);
+  out.record = format_guard(f, json);
   out.noted = format_guard(f, true);
   out.kernel = true;
   out.message = "write guard: " + f.message;
   return out;
 }
 
+// The guard's finding, for stop_at; the run stops here.
+Finding found(const Settings& settings, const GuardFinding& f) {
+  state.entries.clear();
+  return finding_of(f, settings.format == Format::Jsonl);
+}
+
+// `held`'s buffer, which `w` reads as `t`, changed since its writer: what
+// the record says, but the saved copy, which only a run outside a graph has.
+GuardFinding overwritten(const Settings& settings, const Where& w, const at::Tensor& t,
+                         const Entry& held) {
+  GuardFinding f;
+  f.where = w;
+  f.kind = "overwritten_before_read";
+  f.numel = t.numel();
+  f.writer = held.writer;
+  for (int64_t l = held.writer_launch + 1; l < w.launch; ++l) {
+    if (l >= 0 && static_cast<size_t>(l) < state.launches.size())
+      f.between.push_back(state.launches[l]);
+  }
+  f.culprit = held.changed_at;
+  // Guard 2 names who changed it outside a graph only.
+  const std::string unnamed = captured()
+                                  ? " (run it outside the graph with AOTI_DEBUG_PRINTER_GUARD=2 to "
+                                    "name it)"
+                              : settings.guard >= 2 ? ""
+                                                    : " (AOTI_DEBUG_PRINTER_GUARD=2 names it)";
+  f.message = w.arg + " changed after " + held.writer + " wrote it and before " + named(w) +
+              " read it: " +
+              (f.culprit.empty() ? "a kernel launched between wrote over it" + unnamed
+                                 : "changed by " + f.culprit);
+  return f;
+}
+
+// `w`'s kernel changed `t`, an argument it only reads: what the record says
+// but how many elements changed, and where, which need the copy before launch.
+GuardFinding read_only_changed(const Where& w, const at::Tensor& t) {
+  GuardFinding f;
+  f.where = w;
+  f.kind = "read_only_argument_changed";
+  f.numel = t.numel();
+  f.culprit = named(w);
+  f.message = "kernel " + named(w) + " changed " + w.arg + ", an argument it only reads";
+  return f;
+}
+
 }  // namespace
 
 void begin_run() { state = State{}; }
+
+void forget() { state.entries.clear(); }
+
+Finding at_replay(GuardFinding f, int64_t replay, bool json) {
+  f.where.replay = replay;
+  Finding out = finding_of(f, json);
+  out.message =
+      "write guard at replay " + std::to_string(replay) + " of a captured CUDA graph: " + f.message;
+  return out;
+}
 
 void before_launch(const Settings& settings, const Where& launch, bool seen) {
   if (state.launches.size() <= static_cast<size_t>(std::max<int64_t>(launch.launch, 0))) {
@@ -232,7 +290,7 @@ void before_launch(const Settings& settings, const Where& launch, bool seen) {
     state.entries.clear();
     return;
   }
-  if (settings.guard >= 2) {
+  if (settings.guard >= 2 && !captured()) {
     const std::string previous =
         launch.launch > 0 ? state.launches[launch.launch - 1] : std::string("the run's start");
     check_every_buffer("code outside any kernel the printer sees, after " + previous, false);
@@ -240,11 +298,11 @@ void before_launch(const Settings& settings, const Where& launch, bool seen) {
 }
 
 void after_launch(const Settings& settings, const Where& launch) {
-  if (settings.guard >= 2) check_every_buffer(named(launch), true);
+  if (settings.guard >= 2 && !captured()) check_every_buffer(named(launch), true);
 }
 
 std::optional<Finding> before_use(const Settings& settings, const Where& w, const at::Tensor& t,
-                                  std::optional<uint64_t> print) {
+                                  Print print) {
   if (w.phase == Phase::ModelInput) {
     remember(w, t, "the caller (model input " + w.arg + ")", print);
     return std::nullopt;
@@ -255,45 +313,50 @@ std::optional<Finding> before_use(const Settings& settings, const Where& w, cons
     return std::nullopt;
   }
   if (reads_only(w.role)) {
-    arg.before = t.clone();
+    // A copy inside a graph would be captured into it: a replay compares
+    // this record's fingerprint with a pass of its own after launch.
+    if (!captured()) arg.before = t.clone();
     arg.before_print = print;
   }
   state.args.push_back(std::move(arg));
   const auto held = std::find_if(state.entries.begin(), state.entries.end(),
                                  [&](const Entry& e) { return e.is_view_of(t); });
   if (held == state.entries.end()) return std::nullopt;
-  if (!print) print = fingerprint(t);
-  if (!print || *print == held->fingerprint) return std::nullopt;
-  GuardFinding f;
-  f.where = w;
-  f.kind = "overwritten_before_read";
-  f.numel = t.numel();
-  f.writer = held->writer;
-  for (int64_t l = held->writer_launch + 1; l < w.launch; ++l) {
-    if (l >= 0 && static_cast<size_t>(l) < state.launches.size())
-      f.between.push_back(state.launches[l]);
+  if (captured()) {
+    if (held->print.item && print.item)
+      graphs::add_check(*held->print.item, *print.item, overwritten(settings, w, t, *held));
+    return std::nullopt;
   }
-  f.culprit = held->changed_at;
-  f.message =
-      w.arg + " changed after " + held->writer + " wrote it and before " + named(w) + " read it: " +
-      (f.culprit.empty()
-           ? "a kernel launched between wrote over it" +
-                 std::string(settings.guard >= 2 ? "" : " (AOTI_DEBUG_PRINTER_GUARD=2 names it)")
-           : "changed by " + f.culprit);
+  if (!print.value) print.value = fingerprint(t);
+  if (!print.value || print.value == held->print.value) return std::nullopt;
+  GuardFinding f = overwritten(settings, w, t, *held);
   f.files.emplace_back("now", save_copy(settings, w, t));
   return found(settings, f);
 }
 
 std::optional<Finding> after_use(const Settings& settings, const Where& w, const at::Tensor& t,
-                                 std::optional<uint64_t> print) {
+                                 Print print) {
   if (!reads_only(w.role)) {
     remember(w, t, named(w), print);
     return std::nullopt;
   }
   const auto arg = std::find_if(state.args.begin(), state.args.end(),
                                 [&](const KernelArg& a) { return a.name == w.arg; });
+  if (captured()) {
+    if (arg == state.args.end() || !arg->before_print.item) return std::nullopt;
+    // A pass of its own: the record before launch holds what it was.
+    const Print after = Print::of_item(graphs::add_fingerprint(t));
+    if (written_by_current_kernel(arg->span, arg->name)) {
+      // It shares memory with an argument the kernel writes: it may change,
+      // and what it holds after launch is what the guard vouches for.
+      remember(w, t, named(w), after);
+    } else if (after.item) {
+      graphs::add_check(*arg->before_print.item, *after.item, read_only_changed(w, t));
+    }
+    return std::nullopt;
+  }
   if (arg == state.args.end() || !arg->before.defined()) return std::nullopt;
-  if (arg->before_print && fingerprint(t) == arg->before_print) return std::nullopt;
+  if (arg->before_print.value && fingerprint(t) == arg->before_print.value) return std::nullopt;
   const Difference d = difference(arg->before, t);
   if (d.changed == 0) return std::nullopt;
   if (written_by_current_kernel(arg->span, arg->name)) {
@@ -301,14 +364,9 @@ std::optional<Finding> after_use(const Settings& settings, const Where& w, const
     remember(w, t, named(w), print);
     return std::nullopt;
   }
-  GuardFinding f;
-  f.where = w;
-  f.kind = "read_only_argument_changed";
-  f.numel = t.numel();
+  GuardFinding f = read_only_changed(w, t);
   f.changed = d.changed;
   f.first_index = d.first_index;
-  f.culprit = named(w);
-  f.message = "kernel " + named(w) + " changed " + w.arg + ", an argument it only reads";
   Where before = w;  // the same argument, as it was before launch
   before.phase = Phase::BeforeLaunch;
   f.files.emplace_back("before launch", save_copy(settings, before, arg->before));

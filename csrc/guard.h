@@ -12,9 +12,17 @@
 // A check is made only where the answer is sure: a buffer whose memory a
 // kernel writes under another name, or a kernel the printer does not see,
 // ends what the guard claims of it.
+//
+// Inside a captured CUDA graph nothing is compared at capture, where no
+// kernel runs: the same bookkeeping holds, for each fingerprint, the
+// capture's item whose statistics pass computes it at each replay, and
+// each check becomes a pair of items the graph's host call compares at
+// each replay (graphs.h). Guard 2 acts as guard 1 there: it would need a
+// fingerprint of every buffer held, a pass each, at every kernel.
 #pragma once
 
 #include "finding.h"
+#include "format.h"
 #include "record.h"
 #include "settings.h"
 
@@ -41,19 +49,45 @@ struct Difference {
 };
 Difference difference(const at::Tensor& before, const at::Tensor& after);
 
+// A tensor's fingerprint as its record took it: `value`, taken now; or,
+// inside a captured CUDA graph, `item`, the capture's item whose landing or
+// copy holds it at each replay. Neither: outside a graph the guard reads
+// the tensor itself; inside, it vouches for nothing of that tensor.
+struct Print {
+  std::optional<uint64_t> value;
+  std::optional<size_t> item;
+  Print() = default;
+  Print(std::optional<uint64_t> v) : value(v) {}  // NOLINT(google-explicit-constructor)
+  static Print of_item(std::optional<size_t> item) {
+    Print p;
+    p.item = item;
+    return p;
+  }
+};
+
 // The shim's hooks, called only while settings.guard > 0 at levels 1 and 2.
 // The *_use hooks return, where they found a violation (its copies saved
-// already), the finding, for stop_at: the run must stop.
+// already), the finding, for stop_at: the run must stop. Inside a captured
+// graph they return none: they add their checks to the capture.
 void begin_run();
+// What the guard holds is forgotten: a captured part of a run begins or
+// ends (graphs.h), and what it held are values of the other side.
+void forget();
 // `seen`: this kernel's arguments are recorded (selected by the filters).
 void before_launch(const Settings& settings, const Where& launch, bool seen);
 void after_launch(const Settings& settings, const Where& launch);
 // A model input, or an argument before its kernel's launch. `print`: `t`'s
 // fingerprint when its record computed one.
 std::optional<Finding> before_use(const Settings& settings, const Where& where, const at::Tensor& t,
-                                  std::optional<uint64_t> print);
+                                  Print print);
 // An argument after its kernel's launch.
 std::optional<Finding> after_use(const Settings& settings, const Where& where, const at::Tensor& t,
-                                 std::optional<uint64_t> print);
+                                 Print print);
+
+// A check made at capture whose fingerprints differed at `replay`: the
+// finding's record, note and message, as stop_at takes them outside graphs
+// (graphs.cpp ends the replay's records with it). It says what a replay
+// can tell, and nothing else: no element counts, no saved copies.
+Finding at_replay(GuardFinding f, int64_t replay, bool json);
 
 }  // namespace aoti_debug_printer::guard

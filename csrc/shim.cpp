@@ -239,7 +239,8 @@ Stop launch_and_check(Level compiled, Phase phase, const std::string& kernel, in
     return {};
   }
   const bool captured = graphs::capturing();
-  // A replay of a captured graph whose kernel made NaN/Inf could not stop:
+  // A replay of a captured graph whose kernel made NaN/Inf, or wrote what
+  // the guard says it had no right to, could not stop:
   // the first run of this thread outside a graph does.
   if (phase == Phase::BeforeLaunch && state.launch == 0 && !captured) {
     if (Stop stop = stop_for_an_earlier_replay(); stop.code != 0) return stop;
@@ -257,8 +258,9 @@ Stop launch_and_check(Level compiled, Phase phase, const std::string& kernel, in
     state.watching = state.syncing || (settings.trap && !captured);
     // Where this run can stop, a job's other ranks can: watch for theirs.
     if (state.launch == 0 && (state.watching || settings.guard > 0)) job::watch(settings);
-    // The guard needs both records of every argument: levels 1 and 2.
-    state.guarding = settings.guard > 0 && !names_level && !captured;
+    // The guard needs both records of every argument: levels 1 and 2
+    // (inside a captured graph, the replays' fingerprints: graphs.h).
+    state.guarding = settings.guard > 0 && !names_level;
     if (state.guarding) {
       guard::before_launch(settings, where_now(phase, kernel, ""),
                            state.selected && !(flags & AOTI_DEBUG_PRINTER_WRITES_UNSEEN));
@@ -451,45 +453,17 @@ TensorStats write_stored_record(const Settings& settings, Where& where, const at
   return r.stats;
 }
 
-// A record of a run being captured into a CUDA graph: its statistics
-// kernel captured, its text made at each replay (graphs.h); level 1's copy
-// of the tensor captured, saved at each replay.
-void record_captured(Action action, const Settings& settings, Where&& where, const at::Tensor& t,
-                     bool unwritten_output) {
-  Contents none;
-  if (action == Action::Save) {
-    if (unwritten_output) {
-      none.stats.unsupported = "output, not yet written: no statistics";
-      graphs::add_saved(describe(std::move(where), t, none), std::nullopt);
-    } else if (device::computes_stats_on(t)) {
-      // An empty tensor is saved too, from no copy.
-      graphs::add_saved(describe(std::move(where), t, Contents{}),
-                        t.numel() > 0 ? device::capture_copy(t) : device::CapturedCopy{});
-    } else {
-      none.stats.unsupported = "not saved: inside a captured CUDA graph only a CUDA tensor is";
-      graphs::add_saved(describe(std::move(where), t, none), std::nullopt);
-    }
-    return;
-  }
-  if (unwritten_output) {
-    none.stats.unsupported = "output, not yet written: no statistics";
-  } else if (can_record_later(t, settings.max_values)) {
-    if (std::shared_ptr<device::Landing> landing =
-            state.reads.landing(t, settings.max_values, state.records_end_follows)) {
-      graphs::add(describe(std::move(where), t, Contents{}), std::move(landing));
-      return;
-    }
-  }
-  if (!unwritten_output) {
-    none.stats.unsupported =
-        "statistics not computed: inside a captured CUDA graph only a CUDA tensor's are";
-  }
-  graphs::add(describe(std::move(where), t, none), nullptr);
-}
-
 // What a check found, if anything, stops the run.
 Stop stop_if_found(const Settings& settings, const std::optional<Finding>& found) {
   return found ? stop_at(settings, *found) : Stop{};
+}
+
+// The guard's hook for a record of `t`, whose fingerprint is `print`.
+Stop guarded(const Settings& settings, const Where& where, const at::Tensor& t,
+             const guard::Print& print) {
+  return stop_if_found(settings, where.phase == Phase::AfterLaunch
+                                     ? guard::after_use(settings, where, t, print)
+                                     : guard::before_use(settings, where, t, print));
 }
 
 Stop record_and_check(Level compiled, Phase phase, Role given_role, const at::Tensor* t,
@@ -516,7 +490,7 @@ Stop record_and_check(Level compiled, Phase phase, Role given_role, const at::Te
   const bool unwritten_output = phase == Phase::BeforeLaunch && role == Role::Write;
   const bool captured = graphs::capturing();
   const bool guarding =
-      defined && settings.guard > 0 && !captured && (phase == Phase::ModelInput || state.guarding);
+      defined && settings.guard > 0 && (phase == Phase::ModelInput || state.guarding);
   // Calls that take nothing copy no name: an argument the kernel only reads
   // was recorded before launch, and is unchanged unless the guard says
   // otherwise (most of a model's calls, after a launch); level 3 keeps only
@@ -540,8 +514,7 @@ Stop record_and_check(Level compiled, Phase phase, Role given_role, const at::Te
     if (settings.trap && !settings.replay) copy_kept_shared_with_writes(state.watched);
   }
   if (action == Action::Watch) return {};
-  if (read_after_launch)
-    return stop_if_found(settings, guard::after_use(settings, where, *t, std::nullopt));
+  if (read_after_launch) return guarded(settings, where, *t, {});
   if (!defined) {
     TensorRecord r = describe_problem(where, t ? "undefined tensor" : "null tensor handle");
     if (captured) {
@@ -552,8 +525,12 @@ Stop record_and_check(Level compiled, Phase phase, Role given_role, const at::Te
     return {};
   }
   if (captured) {
-    record_captured(action, settings, std::move(where), *t, unwritten_output);
-    return {};
+    // Its statistics kernel (or level 1's copy) is captured, and the guard,
+    // which compares nothing at capture, makes its checks of the replays.
+    const std::optional<size_t> item =
+        graphs::record(action, settings, guarding ? Where(where) : std::move(where), *t,
+                       unwritten_output, state.reads, state.records_end_follows, guarding);
+    return guarding ? guarded(settings, where, *t, guard::Print::of_item(item)) : Stop{};
   }
   // Only a run that will end may leave records waiting, and only when neither
   // the trap, the guard nor the sync after kernels needs them now.
@@ -582,9 +559,7 @@ Stop record_and_check(Level compiled, Phase phase, Role given_role, const at::Te
       return stop;
   }
   if (!guarding) return {};
-  return stop_if_found(settings, phase == Phase::AfterLaunch
-                                     ? guard::after_use(settings, where, *t, stats.fingerprint)
-                                     : guard::before_use(settings, where, *t, stats.fingerprint));
+  return guarded(settings, where, *t, stats.fingerprint);
 }
 
 }  // namespace

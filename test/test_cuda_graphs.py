@@ -189,3 +189,77 @@ def test_reduce_overhead_trap_names_the_kernel_and_stops_the_next_call(tmp_path)
     assert (trap.run, 2) not in by and (trap.run, 3) not in by
     assert f"made NaN/Inf in {trap.arg} at replay 1 of a captured CUDA graph" in stderr
     assert "stopped for an earlier replay of a captured CUDA graph" in stderr
+
+
+def guarded_replays(tmp_path: Path, guard: int, bad: int):
+    """guard_graph_replay.py's result, each replay's output, the records
+    written to the output and to the dump's manifest, and its stderr."""
+    out, dump = tmp_path / f"records{guard}.jsonl", tmp_path / f"dump{guard}"
+    outputs = tmp_path / f"outputs{guard}.pt"
+    done = subprocess.run(
+        [sys.executable, HERE / "guard_graph_replay.py", tmp_path, outputs, str(bad)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={
+            **os.environ,
+            "AOTI_DEBUG_PRINTER_OUTPUT": str(out),
+            "AOTI_DEBUG_PRINTER_FORMAT": "jsonl",
+            "AOTI_DEBUG_PRINTER_DUMP_DIR": str(dump),
+            "AOTI_DEBUG_PRINTER_GUARD": str(guard),
+            "AOTI_DEBUG_PRINTER_MAX_VALUES": "0",
+        },
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    import torch
+
+    def read(path: Path) -> list:
+        lines = path.read_text().splitlines() if path.exists() else []
+        return [schema.parse(json.loads(line)) for line in lines]
+
+    result = json.loads(done.stdout.splitlines()[-1])
+    replayed = torch.load(outputs, weights_only=True)
+    return result, replayed, read(out), read(dump / "manifest.jsonl"), done.stderr
+
+
+def guard_records(recs: list) -> list:
+    return [r for r in recs if isinstance(r, schema.GuardRecord)]
+
+
+def test_the_guard_names_the_scatter_at_the_replay_whose_padding_index_writes_its_neighbour(
+    tmp_path,
+):
+    """A scatter with a padding index of -1 at replay 6 of 10 writes the last
+    element of b, the live buffer before its output, which a later kernel
+    reads. The graph cannot stop: replay 6 ends with the guard's record,
+    the later replays write nothing, and the next run outside the graph
+    stops."""
+    result, _, recs, saved, stderr = guarded_replays(tmp_path, 1, 6)
+    assert result == {"after": "stopped", "again": "ran"}
+    (found,) = guard_records(recs)
+    assert found.replay == 6 and found.kind == "overwritten_before_read", found
+    assert found.phase is schema.Phase.BEFORE_LAUNCH
+    assert found.writer.startswith("the caller (model input "), found
+    assert any("scatter" in k for k in found.between), found
+    # What a replay cannot tell is not said: no counts, no saved copies.
+    assert found.changed == -1 and not found.files, found
+    assert guard_records(saved) == [found]
+    by = runs(recs)
+    assert sorted(k[1] for k in by if k[0] == found.run and k[1] >= 0) == list(range(7))
+    assert by[(found.run, 6)][-1] == found
+    assert "write guard at replay 6 of a captured CUDA graph" in stderr
+    assert "stopped for an earlier replay of a captured CUDA graph" in stderr
+
+
+def test_the_guard_finds_nothing_in_correct_replays_and_changes_no_output(tmp_path):
+    """Valid indices at every replay: ten replays, every record written,
+    no finding, and the outputs bit for bit those of the guard off."""
+    by_guard = {}
+    for guard in (0, 1):
+        result, replayed, recs, saved, _ = guarded_replays(tmp_path, guard, -1)
+        assert result == {"after": "ran", "again": "ran"}
+        assert guard_records(recs) == [] and guard_records(saved) == []
+        replays = sorted(k[1] for k in runs(recs) if k[1] >= 0)
+        assert replays == list(range(10)), replays
+        by_guard[guard] = replayed
+    assert all(a.equal(b) for a, b in zip(by_guard[0], by_guard[1], strict=True))

@@ -1626,6 +1626,137 @@ TEST_CASE("the run after a replay's trap ends with the stop's own words, and bla
   aoti_debug_printer_end_run();
 }
 
+namespace {
+// Host memory a captured level-1 copy lands in at each replay (pinned memory
+// on a GPU): the test writes what each replay's copy holds.
+struct Landed {
+  int64_t bytes;
+  std::shared_ptr<void> memory;
+  explicit Landed(const at::Tensor& t)
+      : bytes(static_cast<int64_t>(t.nbytes())), memory(std::malloc(bytes), std::free) {
+    set(t);
+  }
+  void set(const at::Tensor& t) { std::memcpy(memory.get(), t.const_data_ptr(), bytes); }
+  aoti_debug_printer::device::CapturedCopy copy() const { return {memory, bytes}; }
+};
+
+// The lines of `text` that hold `needle`.
+std::vector<std::string> lines_with(const std::string& text, const std::string& needle) {
+  std::istringstream lines(text);
+  std::vector<std::string> got;
+  for (std::string line; std::getline(lines, line);)
+    if (line.find(needle) != std::string::npos) got.push_back(line);
+  return got;
+}
+}  // namespace
+
+TEST_CASE("the guard at a captured run's replay names the kernel at the replay that wrote, once",
+          "[Capture::write_replay]") {
+  using namespace aoti_debug_printer;
+  Scratch s;
+  REQUIRE(aoti_debug_printer_set_option("format", "jsonl") == 0);
+  graphs::Capture capture(settings_now());
+  // Kernel k only reads x: its fingerprint before launch (the record's copy)
+  // and after (the guard's pass of its own) must be equal at each replay.
+  const at::Tensor x = at::arange(4, at::kFloat);
+  Landed before(x), out(x), after(x);
+  TensorRecord read = captured_record(Phase::BeforeLaunch, "x", x);
+  read.where.role = Role::Read;
+  const size_t first = capture.add_saved(read, before.copy());
+  capture.add_saved(captured_record(Phase::AfterLaunch, "out", x), out.copy());
+  TensorRecord read_after = captured_record(Phase::AfterLaunch, "x", x);
+  read_after.where.role = Role::Read;
+  const size_t second = capture.add_saved(read_after, after.copy());
+  GuardFinding f;
+  f.where = read_after.where;
+  f.kind = "read_only_argument_changed";
+  f.numel = x.numel();
+  f.culprit = "k (launch 0)";
+  f.message = "kernel k (launch 0) changed x, an argument it only reads";
+  capture.add_check(first, second, f);
+  for (int replay = 0; replay < 10; ++replay) {
+    after.set(replay == 6 ? x + 1 : x);
+    capture.write_replay();
+  }
+  graphs::wait_for_replays();
+  // Named at replay 6, once, with the guard's record: what a replay cannot
+  // tell (how many elements changed, copies saved) is not said.
+  const std::vector<std::string> found = lines_with(s.output(), "\"event\": \"guard\"");
+  REQUIRE(found.size() == 1);
+  CHECK(found[0].find("\"replay\": 6,") != std::string::npos);
+  CHECK(found[0].find("\"kind\": \"read_only_argument_changed\"") != std::string::npos);
+  CHECK(found[0].find("\"changed\": -1, \"first_index\": -1") != std::string::npos);
+  CHECK(found[0].find("\"files\": {}") != std::string::npos);
+  // Noted in the dump for a repro, as outside graphs; replay 6's records
+  // come before it, and no later replay writes any.
+  const std::string manifest = slurp(s.dump / "manifest.jsonl");
+  const std::vector<std::string> noted = lines_with(manifest, "\"event\": \"guard\"");
+  REQUIRE(noted.size() == 1);
+  CHECK(noted[0].find("\"replay\": 6,") != std::string::npos);
+  CHECK(lines_with(manifest, "\"replay\": 6,").size() == 4);  // three records and the finding
+  CHECK(lines_with(manifest, "\"replay\": 7,").empty());
+  CHECK(lines_with(manifest, "\"replay\": 9,").empty());
+  // What the next run outside the graph stops with, once.
+  const std::string stop = graphs::take_stop();
+  CHECK(stop.find("write guard at replay 6 of a captured CUDA graph: kernel k (launch 0) changed "
+                  "x, an argument it only reads; a one-kernel repro: aoti-debug repro ") == 0);
+  CHECK(stop.find("this graph's later replays write no records") != std::string::npos);
+  CHECK(graphs::take_stop().empty());
+}
+
+TEST_CASE("the guard at a captured run's replay finds nothing where the fingerprints stay equal",
+          "[Capture::write_replay]") {
+  using namespace aoti_debug_printer;
+  Scratch s;
+  graphs::Capture capture(settings_now());
+  // A model input and its reader's record, their statistics (and the
+  // fingerprint of each replay) known.
+  const at::Tensor b = at::arange(3, at::kFloat);
+  TensorRecord given = captured_record(Phase::ModelInput, "b", b);
+  TensorRecord read = captured_record(Phase::BeforeLaunch, "b", b);
+  given.stats.fingerprint = read.stats.fingerprint = 42;
+  GuardFinding f;
+  f.where = read.where;
+  f.kind = "overwritten_before_read";
+  f.numel = b.numel();
+  f.writer = "the caller (model input b)";
+  f.message =
+      "b changed after the caller (model input b) wrote it and before k (launch 0) read "
+      "it: a kernel launched between wrote over it";
+  const size_t first = capture.add(given, nullptr);
+  capture.add_check(first, capture.add(read, nullptr), f);
+  for (int replay = 0; replay < 10; ++replay) capture.write_replay();
+  graphs::wait_for_replays();
+  CHECK(s.output().find("WRITE GUARD") == std::string::npos);
+  CHECK(lines_with(s.output(), "replay 9)").size() == 2);  // every replay, written
+  CHECK(graphs::take_stop().empty());
+
+  // The same check, the reader's fingerprint another: named at the first
+  // replay, in the guard's text, with nothing it cannot know.
+  graphs::Capture differing(settings_now());
+  read.stats.fingerprint = 43;
+  const size_t given_at = differing.add(given, nullptr);
+  differing.add_check(given_at, differing.add(read, nullptr), f);
+  differing.write_replay();
+  differing.write_replay();
+  graphs::wait_for_replays();
+  const std::string text = s.output();
+  CHECK(text.find("WRITE GUARD at before_launch k b: b changed after the caller (model input b) "
+                  "wrote it") != std::string::npos);
+  CHECK(
+      text.find("a kernel launched between wrote over it (run 5, launch 0, call 0, replay 0)\n") !=
+      std::string::npos);
+  CHECK(text.find("elements changed") == std::string::npos);
+  CHECK(text.find("saved as") == std::string::npos);
+  CHECK(text.find("changed by: not known") != std::string::npos);
+  CHECK(lines_with(text, "WRITE GUARD").size() == 1);
+  const Stop stop = stop_for_an_earlier_replay();
+  CHECK(stop.code == AOTI_DEBUG_PRINTER_STOPPED_BY_EARLIER_REPLAY);
+  CHECK(stop.message.find("stopped for an earlier replay of a captured CUDA graph: write guard "
+                          "at replay 0 of a captured CUDA graph: b changed after") == 0);
+  CHECK(stop_for_an_earlier_replay().code == 0);
+}
+
 TEST_CASE("a library older than ABI 11 stops a launch event for a CUDA error only", "[stop_text]") {
   // Its table ends before stop_message, and its launch events said 1.
   aoti_debug_printer_api old = *aoti_debug_printer_get_api(AOTI_DEBUG_PRINTER_ABI_VERSION);
