@@ -7,17 +7,26 @@ or not: no hook of Inductor's sees what they know (docs/internals.md).
   accepts fewer sizes (compiled_inputs).
 - `aoti_load_package` holds the package's path, which a finding's repro
   line names (the library is told).
+
+Both check the package's C++ runtime against this process's
+(cxx_runtime): a package that would crash at load is said in one line
+when it is compiled, and its load raises with that line instead of
+crashing.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import sys
 from collections.abc import Callable
 from types import ModuleType
 
+from .. import cxx_runtime
 from . import compiled_inputs
+
+log = logging.getLogger(__name__)
 
 COMPILE = "aoti_compile_and_package"
 LOAD = "aoti_load_package"
@@ -61,6 +70,8 @@ def _compiling(original, installed):
         # A caller that set up the facts (diverge) says what they hold itself.
         if facts is not outer:
             compiled_inputs.say_narrowed(facts)
+        if isinstance(path, (str, os.PathLike)) and (problem := cxx_runtime.package_problem(path)):
+            log.warning("aoti-debug-printer: %s", problem)
         return path
 
     return aoti_compile_and_package
@@ -69,6 +80,9 @@ def _compiling(original, installed):
 def _loading(original, installed):
     def aoti_load_package(path, *args, **kwargs):
         if installed() and isinstance(path, (str, os.PathLike)):
+            # Before the loader's dlopen, which may not come back.
+            if problem := cxx_runtime.package_problem(path):
+                raise cxx_runtime.PackageRuntimeMismatch(f"aoti-debug-printer: {problem}")
             from .._native import shim
 
             shim().package_loaded(os.path.abspath(os.fspath(path)))

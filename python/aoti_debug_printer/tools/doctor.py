@@ -7,8 +7,9 @@ process that loads it has its own. Where the compiler's libstdc++ is newer
 than the one the process loaded, the package needs symbol versions the
 process cannot give, and its load fails or crashes, with this library or
 without (issue 70: every package crashed at load on a machine whose default
-compiler was not the system's). The checks run no compiler but to ask it
-where its runtime is, and load nothing.
+compiler linked libstdc++ in statically: cxx_runtime says how). The checks
+run no compiler but to ask it where its runtime is and how it would link
+(-###), and load nothing.
 """
 
 from __future__ import annotations
@@ -18,10 +19,15 @@ import os
 import re
 import shutil
 import subprocess
-from pathlib import Path
 
-# A libstdc++'s symbol versions: the newest it provides says what it serves.
-_GLIBCXX = re.compile(rb"GLIBCXX_3\.4(?:\.(\d+))?")
+from ..cxx_runtime import (
+    compiler_libstdcxx,
+    compiler_to_use,
+    links_runtime_statically,
+    loaded_libstdcxx,
+    newest_glibcxx,
+)
+
 # The switches users set: ours, upstream's printer's, and Inductor's compiler.
 _SWITCHES = ("AOTI_DEBUG_PRINTER_", "AOT_INDUCTOR_", "CXX", "CUDA_HOME", "CUDAHOSTCXX")
 
@@ -35,46 +41,6 @@ class Check:
     found: str
     problem: str = ""
     fix: str = ""
-
-
-def newest_glibcxx(library: Path) -> int | None:
-    """N of the newest GLIBCXX_3.4.N a libstdc++ provides (0 for
-    GLIBCXX_3.4), read from its bytes; None where it cannot be read."""
-    try:
-        data = library.read_bytes()
-    except OSError:
-        return None
-    found = [int(m.group(1) or 0) for m in _GLIBCXX.finditer(data)]
-    return max(found) if found else None
-
-
-def loaded_libstdcxx() -> Path | None:
-    """The libstdc++ this process loaded (torch loads one)."""
-    try:
-        maps = Path("/proc/self/maps").read_text()
-    except OSError:
-        return None
-    for line in maps.splitlines():
-        fields = line.split(maxsplit=5)
-        path = fields[5] if len(fields) == 6 else ""
-        if "/libstdc++.so" in path and not path.endswith("(deleted)"):
-            return Path(path)
-    return None
-
-
-def compiler_libstdcxx(compiler: str) -> Path | None:
-    """The libstdc++ that `compiler` links the packages it builds against."""
-    try:
-        said = subprocess.run(
-            [compiler, "-print-file-name=libstdc++.so.6"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-    path = Path(said)
-    return path.resolve() if path.is_absolute() and path.exists() else None
 
 
 def line_of(command: list[str], containing: str = "") -> str:
@@ -151,15 +117,21 @@ def check_compiler() -> list[Check]:
         "libstdc++ loaded",
         f"{ours or 'none'}" + (f" (up to GLIBCXX_3.4.{have})" if have is not None else ""),
     )
+    fix = compiler_to_use(where)
+    if links_runtime_statically(compiler):
+        checks[0].problem = (
+            "it links libstdc++ into every package it builds, and a process that runs "
+            "the shared libstdc++ (torch does) crashes or fails loading one"
+        )
+        checks[0].fix = fix
     if need is not None and have is not None and need > have:
-        system = Path("/usr/bin/g++")
         loaded.problem = (
             f"packages built by {where} may need GLIBCXX_3.4.{need}, and this process's "
             f"libstdc++ gives up to 3.4.{have}: their load fails or crashes"
         )
         loaded.fix = (
-            f"CXX={system} (a compiler whose runtime the process has)"
-            if system.exists() and str(system) != where
+            f"{fix} (a compiler whose runtime the process has)"
+            if fix.startswith("CXX=/")
             else f"LD_PRELOAD={theirs}, or a compiler as old as {ours}"
         )
     checks.append(loaded)
