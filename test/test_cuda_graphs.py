@@ -134,6 +134,8 @@ def test_the_trap_names_the_kernel_at_the_replay_whose_input_makes_nan(package, 
     assert by[(trap.run, 1)][-1] == trap
     assert f"made NaN/Inf in {trap.arg} at replay 1 of a captured CUDA graph" in stderr
     assert "stopped for an earlier replay of a captured CUDA graph" in stderr
+    # The stop is worded as itself: no CUDA error happened, no kernel is blamed.
+    assert "CUDA error" not in stderr and "its record is above" not in stderr
 
 
 def kernel_records(recs: list) -> list:
@@ -189,6 +191,8 @@ def test_reduce_overhead_trap_names_the_kernel_and_stops_the_next_call(tmp_path)
     assert (trap.run, 2) not in by and (trap.run, 3) not in by
     assert f"made NaN/Inf in {trap.arg} at replay 1 of a captured CUDA graph" in stderr
     assert "stopped for an earlier replay of a captured CUDA graph" in stderr
+    # The stop is worded as itself: no CUDA error happened, no kernel is blamed.
+    assert "CUDA error" not in stderr and "its record is above" not in stderr
 
 
 def guarded_replays(tmp_path: Path, guard: int, bad: int):
@@ -249,6 +253,8 @@ def test_the_guard_names_the_scatter_at_the_replay_whose_padding_index_writes_it
     assert by[(found.run, 6)][-1] == found
     assert "write guard at replay 6 of a captured CUDA graph" in stderr
     assert "stopped for an earlier replay of a captured CUDA graph" in stderr
+    # The stop is worded as itself: no CUDA error happened, no kernel is blamed.
+    assert "CUDA error" not in stderr and "its record is above" not in stderr
 
 
 def test_the_guard_finds_nothing_in_correct_replays_and_changes_no_output(tmp_path):
