@@ -4,7 +4,6 @@
 
 #include "finding.h"
 #include "format.h"
-#include "guard.h"
 #include "output.h"
 #include "save.h"
 #include "stats.h"
@@ -92,11 +91,11 @@ size_t Capture::add_fingerprint(std::shared_ptr<device::Landing> landing) {
   return items_.size() - 1;
 }
 
-void Capture::add_check(size_t first, size_t second, GuardFinding finding) {
+void Capture::add_check(size_t first, size_t second, FindingAt finding_at) {
   TORCH_CHECK(first < second && second + 1 == items_.size(),
               "a guard's check compares an earlier item with the last one");
   items_[first].fingerprinted = items_[second].fingerprinted = true;
-  checks_.push_back({first, second, std::move(finding)});
+  checks_.push_back({first, second, std::move(finding_at)});
 }
 
 void Capture::add_launch(const Where& where) {
@@ -224,7 +223,7 @@ Capture::Ended Capture::trap_at(
 }
 
 Capture::Ended Capture::guard_at(const Check& check, int64_t replay) const {
-  Finding f = guard::at_replay(check.finding, replay, json_);
+  Finding f = check.finding_at(replay, json_);
   // Its record is written with the replay's, in their order, not by note.
   std::string text = std::exchange(f.record, {});
   const std::string repro = note(output_, dump_dir_, f);
@@ -324,8 +323,6 @@ void begin(const Settings& settings) {
   }
   current = std::make_shared<Capture>(settings);
   device::begin_capture();
-  // Its fingerprints are values of the run before the graph, not of a replay.
-  guard::forget();
   static std::once_flag told;
   std::call_once(told, [] {
     report_note(
@@ -389,8 +386,8 @@ std::optional<size_t> add_fingerprint(const at::Tensor& t) {
   return current->add_fingerprint(std::move(landing));
 }
 
-void add_check(size_t first, size_t second, GuardFinding finding) {
-  current->add_check(first, second, std::move(finding));
+void add_check(size_t first, size_t second, FindingAt finding_at) {
+  current->add_check(first, second, std::move(finding_at));
 }
 
 void add_launch(const Where& where) { current->add_launch(where); }
@@ -404,8 +401,6 @@ void end() {
   std::shared_ptr<Capture> c = std::move(current);
   current.reset();
   device::end_capture();
-  // What it held are the capture's items: no value of the run after it.
-  guard::forget();
   {
     std::lock_guard<std::mutex> lock(kept_mu);
     kept.push_back(c);

@@ -10,12 +10,14 @@
 #pragma once
 
 #include "device.h"
+#include "finding.h"
 #include "format.h"
 #include "record.h"
 #include "settings.h"
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <set>
@@ -24,6 +26,10 @@
 #include <vector>
 
 namespace aoti_debug_printer::graphs {
+
+// A check's finding at the replay whose fingerprints differed: its record
+// (as JSON or text), note and message, made by the write guard.
+using FindingAt = std::function<Finding(int64_t replay, bool json)>;
 
 // One captured run: its records in the order they were taken, written at
 // each replay. Host work only (the tests drive it on the CPU, with records
@@ -47,10 +53,11 @@ class Capture {
   // launch), written nowhere; and a check: the fingerprints of items
   // `first` and `second` (each a landing's, or a level-1 copy's, which the
   // host call fingerprints; a record's statistics where it has neither)
-  // must be equal at each replay, or `finding` is that replay's. `second`
-  // is the last item added.
+  // must be equal at each replay, or `finding_at(replay, json)` is that
+  // replay's (the guard makes it: graphs.cpp knows no guard). `second` is
+  // the last item added.
   size_t add_fingerprint(std::shared_ptr<device::Landing> landing);
-  void add_check(size_t first, size_t second, GuardFinding finding);
+  void add_check(size_t first, size_t second, FindingAt finding_at);
   // One replay, which the graph's host call runs after the replay's
   // kernels (it makes no CUDA call): the replay's records, with its index
   // from 0. The call only takes their statistics from the landings; the
@@ -73,7 +80,7 @@ class Capture {
   struct Item;
   struct Check {
     size_t first, second;
-    GuardFinding finding;
+    FindingAt finding_at;
   };
   class Replay;
   // What ends a replay's records where a finding does: its record, written
@@ -108,8 +115,9 @@ bool capturing();
 // this thread's records go to the capture until end(). What cannot run
 // inside a graph (the sync after kernels; the guard's naming of who
 // overwrote a buffer) is said once per process, and left out. What the
-// write guard held outside the graph is forgotten (guard::forget), at the
-// capture's end too: a fingerprint taken at capture is not one of a replay.
+// write guard held outside the graph is forgotten by the caller (shim.cpp:
+// guard::forget), at the capture's end too: a fingerprint taken at capture
+// is not one of a replay.
 void begin(const Settings& settings);
 // A tensor's record in the captured run (`action` Save or Print): its
 // statistics kernel, reading `reads`'s landing (`batched`: as there), or at
@@ -127,7 +135,7 @@ void add_scalar(const Where& where, const char* type, const std::string& value, 
 // (nullopt where `t` has none there: not a CUDA tensor, no elements); a
 // check of two items' fingerprints at each replay (Capture::add_check).
 std::optional<size_t> add_fingerprint(const at::Tensor& t);
-void add_check(size_t first, size_t second, GuardFinding finding);
+void add_check(size_t first, size_t second, FindingAt finding_at);
 // The captured run ends: the host call that writes its records at each
 // replay is captured. Its records, landings and rings are kept for the
 // process's life, since the graph may be replayed until then.

@@ -268,15 +268,18 @@ GuardFinding read_only_changed(const Where& w, const at::Tensor& t) {
 
 void begin_run() { state = State{}; }
 
-void forget() { state.entries.clear(); }
-
-Finding at_replay(GuardFinding f, int64_t replay, bool json) {
-  f.where.replay = replay;
-  Finding out = finding_of(f, json);
-  out.message =
-      "write guard at replay " + std::to_string(replay) + " of a captured CUDA graph: " + f.message;
-  return out;
+graphs::FindingAt at_replay(GuardFinding f) {
+  return [f = std::move(f)](int64_t replay, bool json) {
+    GuardFinding at = f;
+    at.where.replay = replay;
+    Finding out = finding_of(at, json);
+    out.message = "write guard at replay " + std::to_string(replay) +
+                  " of a captured CUDA graph: " + at.message;
+    return out;
+  };
 }
+
+void forget() { state.entries.clear(); }
 
 void before_launch(const Settings& settings, const Where& launch, bool seen) {
   if (state.launches.size() <= static_cast<size_t>(std::max<int64_t>(launch.launch, 0))) {
@@ -324,7 +327,8 @@ std::optional<Finding> before_use(const Settings& settings, const Where& w, cons
   if (held == state.entries.end()) return std::nullopt;
   if (captured()) {
     if (held->print.item && print.item)
-      graphs::add_check(*held->print.item, *print.item, overwritten(settings, w, t, *held));
+      graphs::add_check(*held->print.item, *print.item,
+                        at_replay(overwritten(settings, w, t, *held)));
     return std::nullopt;
   }
   if (!print.value) print.value = fingerprint(t);
@@ -351,7 +355,7 @@ std::optional<Finding> after_use(const Settings& settings, const Where& w, const
       // and what it holds after launch is what the guard vouches for.
       remember(w, t, named(w), after);
     } else if (after.item) {
-      graphs::add_check(*arg->before_print.item, *after.item, read_only_changed(w, t));
+      graphs::add_check(*arg->before_print.item, *after.item, at_replay(read_only_changed(w, t)));
     }
     return std::nullopt;
   }

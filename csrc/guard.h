@@ -23,6 +23,7 @@
 
 #include "finding.h"
 #include "format.h"
+#include "graphs.h"
 #include "record.h"
 #include "settings.h"
 
@@ -83,11 +84,10 @@ std::optional<Finding> before_use(const Settings& settings, const Where& where, 
 // An argument after its kernel's launch.
 std::optional<Finding> after_use(const Settings& settings, const Where& where, const at::Tensor& t,
                                  Print print);
-
-// A check made at capture whose fingerprints differed at `replay`: the
-// finding's record, note and message, as stop_at takes them outside graphs
-// (graphs.cpp ends the replay's records with it). It says what a replay
-// can tell, and nothing else: no element counts, no saved copies.
-Finding at_replay(GuardFinding f, int64_t replay, bool json);
+// A check made at capture (graphs::add_check), as the capture calls it at
+// the replay whose fingerprints differed: the finding's record, note and
+// message, as stop_at takes them outside graphs. It says what a replay can
+// tell, and nothing else: no element counts, no saved copies.
+graphs::FindingAt at_replay(GuardFinding f);
 
 }  // namespace aoti_debug_printer::guard

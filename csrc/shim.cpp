@@ -114,6 +114,8 @@ bool end_capture() {
   if (!graphs::capturing()) return false;
   release_held_records();
   graphs::end();
+  // What the guard held are the capture's items: no value of the run after it.
+  guard::forget();
   return true;
 }
 }  // namespace
@@ -158,6 +160,8 @@ void end_run() {
 bool begin_capturable() {
   if (runtime_level() == Level::Off || graphs::capturing() || !device::capturing()) return false;
   graphs::begin(settings_now());
+  // Its fingerprints are values of the run before the graph, not of a replay.
+  guard::forget();
   return true;
 }
 

@@ -6,6 +6,7 @@
 #include "aoti_debug_printer.h"
 #include "format.h"
 #include "graphs.h"
+#include "guard.h"
 #include "output.h"
 #include "record.h"
 #include "save.h"
@@ -1673,7 +1674,7 @@ TEST_CASE("the guard at a captured run's replay names the kernel at the replay t
   f.numel = x.numel();
   f.culprit = "k (launch 0)";
   f.message = "kernel k (launch 0) changed x, an argument it only reads";
-  capture.add_check(first, second, f);
+  capture.add_check(first, second, guard::at_replay(f));
   for (int replay = 0; replay < 10; ++replay) {
     after.set(replay == 6 ? x + 1 : x);
     capture.write_replay();
@@ -1724,7 +1725,7 @@ TEST_CASE("the guard at a captured run's replay finds nothing where the fingerpr
       "b changed after the caller (model input b) wrote it and before k (launch 0) read "
       "it: a kernel launched between wrote over it";
   const size_t first = capture.add(given, nullptr);
-  capture.add_check(first, capture.add(read, nullptr), f);
+  capture.add_check(first, capture.add(read, nullptr), guard::at_replay(f));
   for (int replay = 0; replay < 10; ++replay) capture.write_replay();
   graphs::wait_for_replays();
   CHECK(s.output().find("WRITE GUARD") == std::string::npos);
@@ -1736,7 +1737,7 @@ TEST_CASE("the guard at a captured run's replay finds nothing where the fingerpr
   graphs::Capture differing(settings_now());
   read.stats.fingerprint = 43;
   const size_t given_at = differing.add(given, nullptr);
-  differing.add_check(given_at, differing.add(read, nullptr), f);
+  differing.add_check(given_at, differing.add(read, nullptr), guard::at_replay(f));
   differing.write_replay();
   differing.write_replay();
   graphs::wait_for_replays();
