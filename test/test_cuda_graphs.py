@@ -22,14 +22,13 @@ pytestmark = [pytest.mark.gpu, pytest.mark.xdist_group("graphs")]
 HERE = Path(__file__).resolve().parent
 
 
-def replay(path: Path | None, model: str, second: str, tmp_path: Path, **env: str):
-    """graph_replay.py's result (jit_graph_replay.py's without a package),
-    the records written to the output and to the dump's manifest, and its
-    stderr."""
-    out, dump = tmp_path / "records.jsonl", tmp_path / "dump"
-    script = [HERE / "graph_replay.py", path] if path else [HERE / "jit_graph_replay.py"]
+def recorded(argv: list, tmp_path: Path, tag: str = "", **env: str):
+    """A script of this folder run in a fresh process with its records sent
+    to a JSON-lines output and a dump: its last line's result, the records
+    written to the output and to the dump's manifest, and its stderr."""
+    out, dump = tmp_path / f"records{tag}.jsonl", tmp_path / f"dump{tag}"
     done = subprocess.run(
-        [sys.executable, *script, model, second],
+        [sys.executable, *argv],
         capture_output=True,
         text=True,
         timeout=300,
@@ -49,6 +48,13 @@ def replay(path: Path | None, model: str, second: str, tmp_path: Path, **env: st
 
     result = json.loads(done.stdout.splitlines()[-1])
     return result, read(out), read(dump / "manifest.jsonl"), done.stderr
+
+
+def replay(path: Path | None, model: str, second: str, tmp_path: Path, **env: str):
+    """graph_replay.py's (jit_graph_replay.py's without a package), as
+    recorded() gives it."""
+    script = [HERE / "graph_replay.py", path] if path else [HERE / "jit_graph_replay.py"]
+    return recorded([*script, model, second], tmp_path, **env)
 
 
 def runs(recs) -> dict[tuple[int, int], list]:
@@ -198,32 +204,17 @@ def test_reduce_overhead_trap_names_the_kernel_and_stops_the_next_call(tmp_path)
 def guarded_replays(tmp_path: Path, guard: int, bad: int):
     """guard_graph_replay.py's result, each replay's output, the records
     written to the output and to the dump's manifest, and its stderr."""
-    out, dump = tmp_path / f"records{guard}.jsonl", tmp_path / f"dump{guard}"
     outputs = tmp_path / f"outputs{guard}.pt"
-    done = subprocess.run(
-        [sys.executable, HERE / "guard_graph_replay.py", tmp_path, outputs, str(bad)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={
-            **os.environ,
-            "AOTI_DEBUG_PRINTER_OUTPUT": str(out),
-            "AOTI_DEBUG_PRINTER_FORMAT": "jsonl",
-            "AOTI_DEBUG_PRINTER_DUMP_DIR": str(dump),
-            "AOTI_DEBUG_PRINTER_GUARD": str(guard),
-            "AOTI_DEBUG_PRINTER_MAX_VALUES": "0",
-        },
+    result, recs, saved, stderr = recorded(
+        [HERE / "guard_graph_replay.py", tmp_path, outputs, str(bad)],
+        tmp_path,
+        str(guard),
+        AOTI_DEBUG_PRINTER_GUARD=str(guard),
+        AOTI_DEBUG_PRINTER_MAX_VALUES="0",
     )
-    assert done.returncode == 0, done.stderr[-3000:]
     import torch
 
-    def read(path: Path) -> list:
-        lines = path.read_text().splitlines() if path.exists() else []
-        return [schema.parse(json.loads(line)) for line in lines]
-
-    result = json.loads(done.stdout.splitlines()[-1])
-    replayed = torch.load(outputs, weights_only=True)
-    return result, replayed, read(out), read(dump / "manifest.jsonl"), done.stderr
+    return result, torch.load(outputs, weights_only=True), recs, saved, stderr
 
 
 def guard_records(recs: list) -> list:

@@ -179,18 +179,21 @@ def loaded_libstdcxx() -> Path | None:
     return None
 
 
-def compiler_libstdcxx(compiler: str) -> Path | None:
-    """The libstdc++ that `compiler` links the packages it builds against."""
+def _ask(compiler: str, *args: str) -> subprocess.CompletedProcess | None:
+    """What `compiler` says to `args` (questions that build nothing); None
+    where it cannot be run."""
     try:
-        said = subprocess.run(
-            [compiler, "-print-file-name=libstdc++.so.6"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        ).stdout.strip()
+        return subprocess.run([compiler, *args], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return None
-    path = Path(said)
+
+
+def compiler_libstdcxx(compiler: str) -> Path | None:
+    """The libstdc++ that `compiler` links the packages it builds against."""
+    said = _ask(compiler, "-print-file-name=libstdc++.so.6")
+    if said is None:
+        return None
+    path = Path(said.stdout.strip())
     return path.resolve() if path.is_absolute() and path.exists() else None
 
 
@@ -198,18 +201,12 @@ def links_runtime_statically(compiler: str) -> bool:
     """Whether `compiler` links libstdc++ into the shared objects it makes
     (as the GPU machine's /opt/gcc did): asked with -###, which prints the
     link it would run and runs nothing."""
-    try:
-        said = subprocess.run(
-            [compiler, "-###", "-shared", "-fPIC", os.devnull, "-o", os.devnull],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        ).stderr
-    except (OSError, subprocess.SubprocessError):
+    said = _ask(compiler, "-###", "-shared", "-fPIC", os.devnull, "-o", os.devnull)
+    if said is None:
         return False
     # The linker's line: libstdc++ after -Bstatic and before -Bdynamic, or
     # its archive named.
-    for line in said.splitlines():
+    for line in said.stderr.splitlines():
         words = [w.strip('"') for w in line.split()]
         if "-lstdc++" not in words and not any(w.endswith("libstdc++.a") for w in words):
             continue
