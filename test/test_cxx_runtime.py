@@ -1,7 +1,7 @@
 """A package whose C++ runtime this process cannot give is named when it is
 compiled, and its load raises with the fix instead of crashing
 (cxx_runtime). The mismatch is made here as it happened on the GPU machine
-(a compiler that links libstdc++ into the package), and the other way (a
+(a compiler whose -lstdc++ finds an archive before the shared library), and the other way (a
 package that needs symbol versions newer than the loaded libstdc++ has).
 Each compile and load is the real thing, in a fresh process."""
 
@@ -72,7 +72,17 @@ def compiled_with(cxx: Path, tmp_path: Path) -> tuple[Path, subprocess.Completed
 
 
 def test_a_package_that_carries_its_own_cxx_runtime_is_named_and_never_loaded(tmp_path):
-    cxx = compiler(tmp_path, "g++-static-runtime", "-static-libstdc++")
+    # As the GPU machine's /opt/gcc: a plain -lstdc++ that finds the
+    # compiler's own directory first, where libstdc++.so is a dangling link
+    # and libstdc++.a a real archive, so the linker takes the archive.
+    archive = Path(cxx_runtime._ask("/usr/bin/g++", "-print-file-name=libstdc++.a").stdout.strip())
+    if not archive.is_absolute():
+        pytest.skip("Debian's g++ has no libstdc++.a here")
+    own = tmp_path / "gcc-lib"
+    own.mkdir()
+    (own / "libstdc++.a").symlink_to(archive)
+    (own / "libstdc++.so").symlink_to(own / "libstdc++.so.6")
+    cxx = compiler(tmp_path, "g++-own-runtime", f"-L{own}")
     package, compiled = compiled_with(cxx, tmp_path)
     # Said once, when the package is made: the compiler's runtime, the
     # process's, and the fix.
@@ -108,6 +118,9 @@ def test_a_package_that_carries_its_own_cxx_runtime_is_named_and_never_loaded(tm
     assert doctor.returncode == 1, doctor.stdout + doctor.stderr
     assert "it links libstdc++ into every package it builds" in doctor.stdout
     assert "fix: CXX=/usr/bin/g++" in doctor.stdout
+    # The other way a compiler does it, asked the same way.
+    flagged = compiler(tmp_path, "g++-static-flag", "-static-libstdc++")
+    assert cxx_runtime.links_runtime_statically(str(flagged))
 
 
 def test_a_package_that_needs_a_newer_cxx_runtime_is_named_before_dlopen(tmp_path):

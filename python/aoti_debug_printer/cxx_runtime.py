@@ -198,26 +198,45 @@ def compiler_libstdcxx(compiler: str) -> Path | None:
 
 
 def links_runtime_statically(compiler: str) -> bool:
-    """Whether `compiler` links libstdc++ into the shared objects it makes
-    (as the GPU machine's /opt/gcc did): asked with -###, which prints the
-    link it would run and runs nothing."""
+    """Whether `compiler` links libstdc++ into the shared objects it makes,
+    asked with -###, which prints the link it would run and runs nothing.
+
+    Two ways were seen: -static-libstdc++ (libstdc++ between -Bstatic and
+    -Bdynamic), and the GPU machine's /opt/gcc, whose plain -lstdc++ finds
+    its own directory first, where libstdc++.so is a dangling link and
+    libstdc++.a is not: the linker then takes the archive."""
     said = _ask(compiler, "-###", "-shared", "-fPIC", os.devnull, "-o", os.devnull)
     if said is None:
         return False
-    # The linker's line: libstdc++ after -Bstatic and before -Bdynamic, or
-    # its archive named.
     for line in said.stderr.splitlines():
         words = [w.strip('"') for w in line.split()]
         if "-lstdc++" not in words and not any(w.endswith("libstdc++.a") for w in words):
             continue
         static = False
+        searched: list[str] = []
         for w in words:
             if w in ("-Bstatic", "-static"):
                 static = True
             elif w == "-Bdynamic":
                 static = False
-            elif (w == "-lstdc++" and static) or w.endswith("libstdc++.a"):
+            elif w.startswith("-L") and len(w) > 2:
+                searched.append(w[2:])
+            elif w.endswith("libstdc++.a") or (w == "-lstdc++" and static):
                 return True
+            elif w == "-lstdc++":
+                return _linker_finds_archive(searched)
+    return False
+
+
+def _linker_finds_archive(searched: list[str]) -> bool:
+    """Whether ld, resolving a dynamic -lstdc++, takes libstdc++.a: in each
+    -L directory in turn it opens libstdc++.so if it can, else the archive.
+    Past them, its own directories hold the system's shared library."""
+    for directory in searched:
+        if os.path.exists(os.path.join(directory, "libstdc++.so")):
+            return False
+        if os.path.exists(os.path.join(directory, "libstdc++.a")):
+            return True
     return False
 
 
