@@ -118,6 +118,7 @@ def test_a_package_that_carries_its_own_cxx_runtime_is_named_and_never_loaded(tm
     assert doctor.returncode == 1, doctor.stdout + doctor.stderr
     assert "it links libstdc++ into every package it builds" in doctor.stdout
     assert "fix: CXX=/usr/bin/g++" in doctor.stdout
+    assert "libstdc++.a, linked into each package" in doctor.stdout
     # The other way a compiler does it, asked the same way.
     flagged = compiler(tmp_path, "g++-static-flag", "-static-libstdc++")
     assert cxx_runtime.links_runtime_statically(str(flagged))

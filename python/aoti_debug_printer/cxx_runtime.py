@@ -188,9 +188,10 @@ def _ask(compiler: str, *args: str) -> subprocess.CompletedProcess | None:
         return None
 
 
-def compiler_libstdcxx(compiler: str) -> Path | None:
-    """The libstdc++ that `compiler` links the packages it builds against."""
-    said = _ask(compiler, "-print-file-name=libstdc++.so.6")
+def compiler_libstdcxx(compiler: str, name: str = "libstdc++.so.6") -> Path | None:
+    """The libstdc++ (`name`: the shared library, or the archive) that
+    `compiler` links the packages it builds against."""
+    said = _ask(compiler, f"-print-file-name={name}")
     if said is None:
         return None
     path = Path(said.stdout.strip())

@@ -106,19 +106,28 @@ def check_compiler() -> list[Check]:
     theirs, ours = compiler_libstdcxx(compiler), loaded_libstdcxx()
     need = newest_glibcxx(theirs) if theirs else None
     have = newest_glibcxx(ours) if ours else None
-    checks.append(
-        Check(
-            "its libstdc++",
-            f"{theirs or 'not found'}"
-            + (f" (up to GLIBCXX_3.4.{need})" if need is not None else ""),
+    static = links_runtime_statically(compiler)
+    if static:
+        # What it links is the archive, whatever shared library it can name.
+        archive = compiler_libstdcxx(compiler, "libstdc++.a")
+        checks.append(
+            Check("its libstdc++", f"{archive or 'an archive'}, linked into each package")
         )
-    )
+        need = None
+    else:
+        checks.append(
+            Check(
+                "its libstdc++",
+                f"{theirs or 'not found'}"
+                + (f" (up to GLIBCXX_3.4.{need})" if need is not None else ""),
+            )
+        )
     loaded = Check(
         "libstdc++ loaded",
         f"{ours or 'none'}" + (f" (up to GLIBCXX_3.4.{have})" if have is not None else ""),
     )
     fix = compiler_to_use(where)
-    if links_runtime_statically(compiler):
+    if static:
         checks[0].problem = (
             "it links libstdc++ into every package it builds, and a process that runs "
             "the shared libstdc++ (torch does) crashes or fails loading one"
