@@ -114,6 +114,18 @@ def test_bisect_names_the_planted_compiler_decision(module, device, programs, tm
     # How to compile without it, and the cost.
     assert "  the compile without it (node " in done.stdout
     assert compiles_of(done) <= 15
+    # A compile that made an earlier compile's code took that compile's
+    # verdict without g++ or a run; the first, the bad one, diverged.
+    steps = re.findall(
+        r"^  compile (\d+): .*: (good|diverges)(?: \(the code of compile (\d+), not built or "
+        r"run again\))?$",
+        done.stdout,
+        re.M,
+    )
+    verdicts = {1: "diverges"} | {int(n): said for n, said, _ in steps}
+    reused = [(int(n), said, int(earlier)) for n, said, earlier in steps if earlier]
+    assert reused or device != "cpu", done.stdout
+    assert all(earlier < n and verdicts[earlier] == said for n, said, earlier in reused), reused
     # The repro is of the bad compile, and its line says so, with the cause.
     finding = json.loads((tmp_path / "repro" / "repro.json").read_text())["finding"]
     assert "; from the bad compile (the default one), whose cause: " in finding, finding

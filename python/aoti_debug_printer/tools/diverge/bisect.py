@@ -34,6 +34,7 @@ from pathlib import Path
 
 from ...source_lines import node_sources
 from ..dumps import Record, load_dump
+from . import same_code
 from .evaluate import ProgramGraph, region_nodes
 from .format import format_bisection, undecided
 from .match import match_dump
@@ -157,21 +158,44 @@ class _Oracle:
         self.suspects: list[tuple[str, str]] = []
         self.failures = 0
         self.why_failed = ""
+        # The code each compile made (a digest), with its number, dump and
+        # verdict: a decision that changes nothing in a program makes the
+        # same code, and most of a bisection's steps are such.
+        self.made: dict[str, tuple[int, Path, Divergence]] = {}
+        self.same_as: int | None = None
 
     def judge(self, what: str) -> Divergence:
         import torch
 
         self.compiles += 1
         n = self.compiles
+        self.same_as = None
         self.steps.phase(f"compile {n}: {what}")
-        with torch._inductor.config.patch(self.config):
-            package = compile_at_level_1(self.program, self.tmp / f"{n}.pt2")
+        try:
+            with (
+                torch._inductor.config.patch(self.config),
+                same_code.seen_before(self.made) as compiled,
+            ):
+                package = compile_at_level_1(self.program, self.tmp / f"{n}.pt2")
+        except Exception as e:
+            earlier = same_code.made_before(e)
+            if earlier is None:
+                raise
+            # The code an earlier compile made, to the byte, with the same
+            # constants: its run and verdict are this one's; no g++, no run.
+            self.same_as, self.last_dump, judged = self.made[earlier]
+            return judged
         self.last_dump = run_into(package, self.args, self.kwargs, self.tmp / f"dump{n}")
         if n == 1:
             self.first_package, self.first_dump = package, self.last_dump
-        if self.non_finite:  # the oracle needs no verdict against eager
-            return Divergence([])
-        return match_dump(self.last_dump, self.program, self.args, self.kwargs)
+        judged = (
+            Divergence([])  # the oracle needs no verdict against eager
+            if self.non_finite
+            else match_dump(self.last_dump, self.program, self.args, self.kwargs)
+        )
+        if compiled.digest is not None:
+            self.made[compiled.digest] = (n, self.last_dump, judged)
+        return judged
 
     def __call__(self) -> bool:
         """The bisector's oracle: good or not. A failed compile reads as not
@@ -202,6 +226,8 @@ class _Oracle:
             judged = next((m for m in d.matches if m.node == self.node), None)
             bad = judged.diverged if judged is not None else d.first is not None
         said = ("makes NaN" if self.non_finite else "diverges") if bad else "good"
+        if self.same_as is not None:
+            said += f" (the code of compile {self.same_as}, not built or run again)"
         self.lines.append(f"compile {self.compiles}: {self.what}: {said}")
         return not bad
 
