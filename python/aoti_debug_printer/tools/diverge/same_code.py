@@ -44,24 +44,27 @@ def made_before(e: BaseException | None) -> str | None:
     return None
 
 
-def digest_of(graph, wrapper_code: str, kernel_code: str, extern_nodes, kwargs) -> str | None:
+def digest_of(arguments: Mapping[str, object]) -> str | None:
     """What decides a package's behaviour on given inputs, as Inductor hands
     it to the C++ compiler: the wrapper's and kernels' code, the proxy
     executor's nodes, the extra files (a GPU's compiled kernels), and the
     constants to the byte (a decision that changes a folded constant's
     value and no code is another compile). None where a constant cannot be
-    read: that compile is never taken for another."""
+    read, or Inductor names its arguments otherwise: that compile is never
+    taken for another. `arguments`: AotCodeCompiler.compile's, by name."""
     import torch
 
+    if any(arguments.get(name) is None for name in ("graph", "wrapper_code", "kernel_code")):
+        return None
     h = hashlib.sha256()
-    for text in (wrapper_code, kernel_code, extern_nodes or "", str(kwargs.get("device_type"))):
-        h.update(text.encode())
+    for name in ("wrapper_code", "kernel_code", "serialized_extern_kernel_nodes", "device_type"):
+        h.update(str(arguments.get(name)).encode())
         h.update(b"\0")
     try:
-        for path in kwargs.get("additional_files") or ():
+        for path in arguments.get("additional_files") or ():
             if isinstance(path, (str, Path)):
                 h.update(Path(path).read_bytes())
-        for name, value in sorted(getattr(graph, "constants", {}).items()):
+        for name, value in sorted(getattr(arguments["graph"], "constants", {}).items()):
             h.update(f"{name} {value.dtype} {tuple(value.shape)} {value.stride()}".encode())
             if value.numel():
                 data = value.detach().to("cpu").contiguous().reshape(-1).view(torch.uint8)
@@ -76,19 +79,25 @@ def seen_before(made: Mapping[str, object]):
     """Within it, an AOTInductor compile whose code's digest is a key of
     `made` raises SameCode before the C++ compiler runs; another compile's
     digest is in the Compiled it yields."""
+    import inspect
     from unittest import mock
 
     from torch._inductor.codecache import AotCodeCompiler
 
     compile_code = AotCodeCompiler.compile.__func__
+    signature = inspect.signature(compile_code)
     compiled = Compiled()
 
-    def compile(cls, graph, wrapper_code, kernel_code, extern_nodes, **kwargs):
-        digest = digest_of(graph, wrapper_code, kernel_code, extern_nodes, kwargs)
+    def compile(cls, *args, **kwargs):
+        try:
+            arguments = signature.bind(cls, *args, **kwargs).arguments
+        except TypeError:
+            arguments = {}
+        digest = digest_of(arguments)
         if digest is not None and digest in made:
             raise SameCode(digest)
         compiled.digest = digest
-        return compile_code(cls, graph, wrapper_code, kernel_code, extern_nodes, **kwargs)
+        return compile_code(cls, *args, **kwargs)
 
     with mock.patch.object(AotCodeCompiler, "compile", classmethod(compile)):
         yield compiled
