@@ -375,41 +375,45 @@ def test_a_failed_compile_decides_nothing(off):
     assert "not the compiler" not in said
 
 
+SAME_CODE = """
+import sys, torch
+from aoti_debug_printer.tools.diverge import same_code
+
+def program(weight, activation):
+    linear = torch.nn.Linear(8, 4)
+    with torch.no_grad():
+        linear.weight.fill_(weight)
+        linear.bias.fill_(0.125)
+    return torch.export.export(torch.nn.Sequential(linear, activation), (torch.ones(2, 8),))
+
+made = {}
+for n, (weight, activation) in enumerate(
+    [(0.5, torch.nn.ReLU()), (0.5, torch.nn.ReLU()), (0.25, torch.nn.ReLU()), (0.5, torch.nn.Tanh())]
+):
+    try:
+        with torch._inductor.config.patch({"aot_inductor.package_cpp_only": True}), \\
+                same_code.seen_before(made) as compiled:
+            torch._inductor.aoti_compile_and_package(
+                program(weight, activation), package_path=f"{sys.argv[1]}/{n}.pt2"
+            )
+    except Exception as e:
+        print(n, "same as", made[same_code.made_before(e)])
+        continue
+    made[compiled.digest] = n
+    print(n, "new")
+"""
+
+
 def test_a_compile_is_taken_for_an_earlier_one_only_with_its_code_and_constants(tmp_path):
     """same_code's digest, from real compiles (their C++ written, not
-    built): the same program again is the earlier compile; the same code
-    with one weight changed is not, nor is other code."""
-    import torch
-
-    from aoti_debug_printer.tools.diverge import same_code
-
-    def program(weight: float, activation) -> torch.export.ExportedProgram:
-        linear = torch.nn.Linear(8, 4)
-        with torch.no_grad():
-            linear.weight.fill_(weight)
-            linear.bias.fill_(0.125)
-        return torch.export.export(torch.nn.Sequential(linear, activation), (torch.randn(2, 8),))
-
-    made: dict[str, int] = {}
-
-    def compile_(prog, n: int) -> str | None:
-        """The digest of a new compile, or None where it was taken for an
-        earlier one (SameCode, before the C++ compiler)."""
-        patch = {"aot_inductor.package_cpp_only": True}
-        try:
-            with torch._inductor.config.patch(patch), same_code.seen_before(made) as compiled:
-                torch._inductor.aoti_compile_and_package(
-                    prog, package_path=str(tmp_path / f"{n}.pt2")
-                )
-        except Exception as e:
-            assert same_code.made_before(e) in made, e
-            return None
-        assert compiled.digest is not None
-        made[compiled.digest] = n
-        return compiled.digest
-
-    first = compile_(program(0.5, torch.nn.ReLU()), 1)
-    assert compile_(program(0.5, torch.nn.ReLU()), 2) is None
-    assert compile_(program(0.25, torch.nn.ReLU()), 3) not in (None, first)
-    assert compile_(program(0.5, torch.nn.Tanh()), 4) not in (None, first)
-    assert len(made) == 3
+    built) in a process of their own, as a bisection's: the same program
+    again is the earlier compile; the same code with one weight changed is
+    not, nor is other code."""
+    done = subprocess.run(
+        [sys.executable, "-c", SAME_CODE, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines() == ["0 new", "1 same as 0", "2 new", "3 new"], done.stdout
