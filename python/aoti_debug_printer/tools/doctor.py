@@ -103,25 +103,20 @@ def check_compiler() -> list[Check]:
         ]
     where = shutil.which(compiler) or compiler
     checks = [Check("C++ compiler", f"{where}: {line_of([compiler, '--version'])}")]
-    theirs, ours = compiler_libstdcxx(compiler), loaded_libstdcxx()
-    need = newest_glibcxx(theirs) if theirs else None
+    ours = loaded_libstdcxx()
     have = newest_glibcxx(ours) if ours else None
     static = links_runtime_statically(compiler)
+    # A compiler that links the archive needs no version of the shared
+    # library, whatever shared library it can name.
+    theirs = compiler_libstdcxx(compiler, "libstdc++.a" if static else "libstdc++.so.6")
+    need = newest_glibcxx(theirs) if theirs and not static else None
     if static:
-        # What it links is the archive, whatever shared library it can name.
-        archive = compiler_libstdcxx(compiler, "libstdc++.a")
-        checks.append(
-            Check("its libstdc++", f"{archive or 'an archive'}, linked into each package")
-        )
-        need = None
+        said = f"{theirs or 'an archive'}, linked into each package"
     else:
-        checks.append(
-            Check(
-                "its libstdc++",
-                f"{theirs or 'not found'}"
-                + (f" (up to GLIBCXX_3.4.{need})" if need is not None else ""),
-            )
+        said = f"{theirs or 'not found'}" + (
+            f" (up to GLIBCXX_3.4.{need})" if need is not None else ""
         )
+    checks.append(Check("its libstdc++", said))
     loaded = Check(
         "libstdc++ loaded",
         f"{ours or 'none'}" + (f" (up to GLIBCXX_3.4.{have})" if have is not None else ""),
