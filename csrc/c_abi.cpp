@@ -121,6 +121,18 @@ void aoti_debug_printer_statistics_workspace(AtenTensorHandle workspace) {
   guarded(__func__, [&] { statistics_workspace(tensor_of(workspace)); });
 }
 
+AtenTensorHandle aoti_debug_printer_cpu_statistics(void) {
+  // The handle of the thread's own tensor: never deleted by the caller.
+  return reinterpret_cast<AtenTensorHandle>(const_cast<at::Tensor*>(cpu_statistics()));
+}
+
+int64_t* aoti_debug_printer_keep_cpu_statistics(int64_t first, int64_t fields) {
+  if (runtime_level() == Level::Off) return nullptr;  // switched off: the kernels keep nothing
+  int64_t* slots = nullptr;
+  guarded(__func__, [&] { slots = keep_cpu_statistics(first, fields); });
+  return slots;
+}
+
 int32_t aoti_debug_printer_tensor_computed(int32_t level, int32_t phase, const char* kernel,
                                            const char* arg, const char* node, const char* why,
                                            const char* formula, int32_t role,
@@ -227,6 +239,8 @@ const aoti_debug_printer_api* aoti_debug_printer_get_api(uint32_t abi_version) {
       &aoti_debug_printer_tensor_stored,
       &aoti_debug_printer_statistics_workspace,
       &aoti_debug_printer_stop_message,
+      &aoti_debug_printer_cpu_statistics,
+      &aoti_debug_printer_keep_cpu_statistics,
   };
   // One table serves every version we support: it only grew at the end.
   const bool supported = abi_version >= AOTI_DEBUG_PRINTER_OLDEST_ABI_VERSION &&

@@ -129,15 +129,30 @@ bool can_record_later(const at::Tensor& t, int64_t max_values) {
   return device::can_snapshot_later(t, takes_values(t, max_values));
 }
 
+namespace {
+// A C++ kernel's: this thread's int64 host tensor of whole slots.
+bool is_cpu_statistics_workspace(const at::Tensor& workspace) {
+  return workspace.defined() && workspace.is_cpu() && workspace.scalar_type() == at::kLong &&
+         workspace.is_contiguous() && workspace.numel() > 0 &&
+         workspace.numel() % AOTI_DEBUG_PRINTER_STORED_SLOT == 0;
+}
+}  // namespace
+
 bool can_record_stored(const at::Tensor& t, const at::Tensor& workspace, int64_t max_values) {
   const at::ScalarType dtype = t.scalar_type();
-  return t.is_cuda() && t.layout() == at::kStrided && t.numel() > 0 &&
-         !takes_values(t, max_values) &&
+  return t.layout() == at::kStrided && t.numel() > 0 && !takes_values(t, max_values) &&
          (dtype == at::kFloat || dtype == at::kHalf || dtype == at::kBFloat16) &&
-         device::is_statistics_workspace(workspace);
+         (t.is_cuda() ? device::is_statistics_workspace(workspace)
+                      : t.is_cpu() && is_cpu_statistics_workspace(workspace));
 }
 
 Contents stored_contents(const at::Tensor& t, const at::Tensor& workspace, int64_t field) {
+  if (workspace.is_cpu()) {
+    TORCH_CHECK(field >= 0 && field + AOTI_DEBUG_PRINTER_STORED_SLOT <= workspace.numel(),
+                "no statistics slot at field ", field, " of this workspace");
+    return {stats_of_kept_slot(workspace.const_data_ptr<int64_t>() + field, t.numel()),
+            at::Tensor()};
+  }
   return {device::stored_stats_now(workspace, field, t.numel()), at::Tensor()};
 }
 

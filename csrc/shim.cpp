@@ -61,6 +61,10 @@ struct ThreadState {
   // The run's statistics workspaces that records wait for (mostly one), to
   // be copied back at the run's end.
   std::vector<std::shared_ptr<device::StoredRun>> stored_runs;
+  // Where the C++ kernels keep the statistics of what they store, slot by
+  // slot as the kernels zero theirs (keep_cpu_statistics): int64, grown as
+  // the run's kernels ask for more, and never moved otherwise.
+  at::Tensor cpu_statistics;
 };
 thread_local ThreadState state;
 std::atomic<int64_t> next_run{0};
@@ -137,13 +141,39 @@ std::shared_ptr<device::StoredRun> stored_run_of(const at::Tensor& workspace) {
 }
 }  // namespace
 
+namespace {
+// Whether this run's records take what the kernels keep: only a printed
+// record takes its statistics from a slot (record_and_check), and never
+// where the guard reads every tensor or a capture's replays do.
+bool records_take_kept_statistics() {
+  if (level_now(runtime_level(), Level::Print) != Level::Print) return false;
+  const Settings& settings = settings_now();
+  return settings.rank_selected() && settings.guard == 0 && !graphs::capturing();
+}
+}  // namespace
+
 void statistics_workspace(const at::Tensor* workspace) {
   if (workspace == nullptr || !device::is_statistics_workspace(*workspace)) return;
-  // Only a printed record takes its statistics from a slot (record_and_check).
-  if (level_now(runtime_level(), Level::Print) != Level::Print) return;
-  const Settings& settings = settings_now();
-  if (!settings.rank_selected() || settings.guard > 0 || graphs::capturing()) return;
-  device::switch_on_stored(*workspace);
+  if (records_take_kept_statistics()) device::switch_on_stored(*workspace);
+}
+
+const at::Tensor* cpu_statistics() { return &state.cpu_statistics; }
+
+int64_t* keep_cpu_statistics(int64_t first, int64_t fields) {
+  if (first < 0 || fields <= 0 || !records_take_kept_statistics()) return nullptr;
+  at::Tensor& kept = state.cpu_statistics;
+  const int64_t needed = first + fields;
+  if (!kept.defined() || kept.numel() < needed) {
+    // Grown in place of the old: the slots of the run's earlier kernels,
+    // which later records may still read, come along.
+    at::Tensor grown = at::zeros({std::max<int64_t>(needed, 2 * (kept.defined() ? kept.numel() : 0))},
+                                 at::TensorOptions().dtype(at::kLong));
+    if (kept.defined()) grown.narrow(0, 0, kept.numel()).copy_(kept);
+    kept = std::move(grown);
+  }
+  int64_t* slots = kept.data_ptr<int64_t>() + first;
+  std::fill(slots, slots + fields, int64_t{0});
+  return slots;
 }
 
 void end_run() {
@@ -446,7 +476,8 @@ TensorStats write_record(Action action, const Settings& settings, Where& where, 
 TensorStats write_stored_record(const Settings& settings, Where& where, const at::Tensor& t,
                                 const Stored& stored, bool later) {
   const bool json = settings.format == Format::Jsonl;
-  if (later) {
+  // A C++ kernel's slot is in host memory, and its kernel has run.
+  if (later && stored.workspace->is_cuda()) {
     emit_later(settings.output,
                record_stored_later(std::move(where), t, stored_run_of(*stored.workspace),
                                    stored.field, json));

@@ -1,5 +1,7 @@
 #include "stats.h"
 
+#include "aoti_debug_printer.h"
+
 #include "fingerprint.h"
 
 #include <ATen/Dispatch_v2.h>
@@ -10,6 +12,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <mutex>
 #include <type_traits>
@@ -478,6 +481,35 @@ TensorStats compute_stats(const at::Tensor& host, bool with_fingerprint) {
     s.fingerprint =
         fingerprint::finish(*s.fingerprint, numel, static_cast<int>(host.scalar_type()));
   }
+  return s;
+}
+
+TensorStats stats_of_kept_slot(const int64_t* slot, int64_t numel) {
+  const auto as_double = [slot](int field) {
+    double d;
+    std::memcpy(&d, slot + field, sizeof d);
+    return d;
+  };
+  // One partial, as the pass's chunks make: merged() is the one place that
+  // turns partials into statistics. The dtypes kept (float32, float16,
+  // bfloat16) are all exact in float, whose keys the slot holds.
+  Partial<double> p;
+  p.nan = slot[AOTI_DEBUG_PRINTER_STORED_NAN];
+  p.pos_inf = slot[AOTI_DEBUG_PRINTER_STORED_POS_INF];
+  p.neg_inf = slot[AOTI_DEBUG_PRINTER_STORED_NEG_INF];
+  p.zeros = slot[AOTI_DEBUG_PRINTER_STORED_ZEROS];
+  p.finite = numel - p.nan - p.pos_inf - p.neg_inf;
+  if (p.finite > 0) {
+    p.max = float_of_stored_key(slot[AOTI_DEBUG_PRINTER_STORED_MAX_KEY]);
+    p.min = float_of_stored_key((int64_t{1} << 33) - slot[AOTI_DEBUG_PRINTER_STORED_MIN_KEY]);
+    p.absmax = std::max(std::abs(p.min), std::abs(p.max));
+  }
+  p.shift = as_double(AOTI_DEBUG_PRINTER_STORED_SHIFT);
+  p.s1 = as_double(AOTI_DEBUG_PRINTER_STORED_SUM);
+  p.s2 = as_double(AOTI_DEBUG_PRINTER_STORED_SUM_OF_SQUARES);
+  const std::pair<int64_t, Partial<double>> only{0, p};
+  TensorStats s = merged<float>({only}, false);
+  s.numel = numel;
   return s;
 }
 

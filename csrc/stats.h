@@ -72,6 +72,10 @@ struct TensorStats {
 // `with_fingerprint`, the same pass adds the elements' fingerprint.
 TensorStats compute_stats(const at::Tensor& host, bool with_fingerprint = false);
 
+// The statistics of a tensor of `numel` elements that a C++ kernel kept as
+// it stored it, from its slot (aoti_debug_printer.h: AOTI_DEBUG_PRINTER_STORED_*).
+TensorStats stats_of_kept_slot(const int64_t* slot, int64_t numel);
+
 // The fingerprint alone, of a CPU tensor; empty for dtypes and layouts with
 // no statistics.
 std::optional<uint64_t> compute_fingerprint(const at::Tensor& host);

@@ -33,16 +33,6 @@ namespace {
 
 constexpr int64_t kSlotBytes = AOTI_DEBUG_PRINTER_STORED_SLOT * sizeof(int64_t);
 
-// The float whose key (aoti_debug_printer.h: AOTI_DEBUG_PRINTER_STORED_MAX_KEY)
-// is `key`: the inverse of the generated kernels' encoding.
-float float_of_key(int64_t key) {
-  const int64_t ordered = key - (int64_t{1} << 31) - 1;  // the int32 the kernel made
-  const auto bits32 = static_cast<int32_t>(ordered < 0 ? ordered ^ 0x7fffffff : ordered);
-  float f;
-  std::memcpy(&f, &bits32, sizeof f);
-  return f;
-}
-
 double double_of_bits(int64_t bits) {
   double d;
   std::memcpy(&d, &bits, sizeof d);
@@ -60,8 +50,8 @@ TensorStats stats_of_slot(const int64_t* slot, int64_t numel) {
   a.zeros = static_cast<unsigned long long>(slot[AOTI_DEBUG_PRINTER_STORED_ZEROS]);
   // A key of zero: no finite value (stats_of then sets no min or max).
   if (slot[AOTI_DEBUG_PRINTER_STORED_MAX_KEY] != 0) {
-    a.max = float_of_key(slot[AOTI_DEBUG_PRINTER_STORED_MAX_KEY]);
-    a.min = float_of_key((int64_t{1} << 33) - slot[AOTI_DEBUG_PRINTER_STORED_MIN_KEY]);
+    a.max = float_of_stored_key(slot[AOTI_DEBUG_PRINTER_STORED_MAX_KEY]);
+    a.min = float_of_stored_key((int64_t{1} << 33) - slot[AOTI_DEBUG_PRINTER_STORED_MIN_KEY]);
   }
   a.s1 = double_of_bits(slot[AOTI_DEBUG_PRINTER_STORED_SUM]);
   a.s2 = double_of_bits(slot[AOTI_DEBUG_PRINTER_STORED_SUM_OF_SQUARES]);

@@ -27,10 +27,11 @@
 // came from in the user's code); 10 tensor_stored and statistics_workspace
 // (statistics generated kernels keep as they store); 11 stop_message (the
 // stop's own words for the error a package raises, and launch events
-// return their stop's code). Tables only grow at the end, and
+// return their stop's code); 12 cpu_statistics and keep_cpu_statistics
+// (statistics the C++ kernels keep as they store). Tables only grow at the end, and
 // `size` says how much of one a caller may use, so packages compiled
 // against an older header keep loading.
-#define AOTI_DEBUG_PRINTER_ABI_VERSION 11
+#define AOTI_DEBUG_PRINTER_ABI_VERSION 12
 #define AOTI_DEBUG_PRINTER_OLDEST_ABI_VERSION 2
 // The version of the records' JSON: every record carries it as "schema" (the
 // fields are in docs/output.md). Readers refuse a newer one. 2: upstream's
@@ -107,11 +108,14 @@ enum {
 };
 
 // Statistics kept inside generated kernels (AOTI_DEBUG_PRINTER_STATS_IN_KERNELS):
-// a Triton kernel that stores a whole floating-point buffer also reduces the
-// values it stores, as stored, into a slot of the run's statistics
-// workspace, an int64 CUDA tensor the wrapper zeroes once per run. A slot is
+// a Triton or C++ kernel that stores a whole floating-point buffer also
+// reduces the values it stores, as stored, into a slot of the run's
+// statistics workspace: on the GPU an int64 CUDA tensor the wrapper zeroes
+// once per run, on the CPU this thread's (aoti_debug_printer_cpu_statistics),
+// whose slots each kernel zeroes before it runs. A slot is
 // AOTI_DEBUG_PRINTER_STORED_SLOT int64 fields; each one's identity is zero,
-// so programs add (counts, sums) or take the maximum (keys) atomically.
+// so programs add (counts, sums) or take the maximum (keys) atomically, and
+// a C++ kernel's threads merge into it one at a time.
 enum {
   // The workspace's first field, in slot 0, which holds no statistics:
   // nonzero while the kernels keep them (aoti_debug_printer_statistics_workspace).
@@ -125,9 +129,16 @@ enum {
   // which orders as the floats do and is never zero.
   AOTI_DEBUG_PRINTER_STORED_MAX_KEY = 4,
   AOTI_DEBUG_PRINTER_STORED_MIN_KEY = 5,
-  // float64 sums of the finite values and of their squares.
+  // float64 sums of the finite values and of their squares, each value less
+  // the shift (field 8).
   AOTI_DEBUG_PRINTER_STORED_SUM = 6,
   AOTI_DEBUG_PRINTER_STORED_SUM_OF_SQUARES = 7,
+  // The shift, float64 bits: zero in a Triton kernel's slot; in a C++
+  // kernel's, the first finite value a thread stored, which keeps a
+  // constant tensor's deviation exactly zero.
+  AOTI_DEBUG_PRINTER_STORED_SHIFT = 8,
+  // The finite values counted so far (a C++ kernel's threads merge by it).
+  AOTI_DEBUG_PRINTER_STORED_FINITE = 9,
   // Fields a slot holds: 128 bytes, so that slots share no cache line.
   AOTI_DEBUG_PRINTER_STORED_SLOT = 16,
 };
@@ -227,6 +238,16 @@ int32_t aoti_debug_printer_tensor_stored(int32_t level, int32_t phase, const cha
 // Inductor's autotuning at compile time, which never calls this, so that the
 // statistics never sway which kernel configs it picks.
 void aoti_debug_printer_statistics_workspace(AtenTensorHandle workspace);
+// This thread's CPU statistics workspace, which tensor_stored takes as
+// `statistics` for a tensor a C++ kernel stored whole: a handle the library
+// keeps, valid while the thread lives, never deleted by the caller.
+AtenTensorHandle aoti_debug_printer_cpu_statistics(void);
+// Before the call of a C++ kernel that keeps the statistics of what it
+// stores: zeroes `fields` fields of this thread's CPU statistics workspace
+// from `first` and returns where they start, which the kernel reduces into;
+// NULL where this run's records take nothing from kernels (as
+// statistics_workspace leaves the switch off), and the kernel keeps nothing.
+int64_t* aoti_debug_printer_keep_cpu_statistics(int64_t first, int64_t fields);
 // The digest of the Inductor config the running program was compiled with,
 // recorded in the run's environment record; called after begin_run.
 void aoti_debug_printer_compiled_with(const char* inductor_config);
@@ -303,6 +324,9 @@ typedef struct aoti_debug_printer_api {
   void (*statistics_workspace)(AtenTensorHandle);
   // ABI 11.
   const char* (*stop_message)(void);
+  // ABI 12.
+  AtenTensorHandle (*cpu_statistics)(void);
+  int64_t* (*keep_cpu_statistics)(int64_t, int64_t);
 } aoti_debug_printer_api;
 
 // Returns the table, or NULL when the caller wants an ABI we do not have
@@ -325,6 +349,7 @@ void aoti_torch_save_tensor_handle(AtenTensorHandle self, const char* tensor_nam
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -517,6 +542,46 @@ inline void statistics_workspace(const aoti_debug_printer_api* api, AtenTensorHa
   if (api && api->size >= offsetof(aoti_debug_printer_api, statistics_workspace) +
                               sizeof(api->statistics_workspace))
     api->statistics_workspace(workspace);
+}
+
+// This thread's CPU statistics workspace (aoti_debug_printer_cpu_statistics);
+// nullptr from a library older than this header, whose records then read
+// the tensors.
+inline AtenTensorHandle cpu_statistics(const aoti_debug_printer_api* api) {
+  return api && api->size >= offsetof(aoti_debug_printer_api, cpu_statistics) +
+                                 sizeof(api->cpu_statistics)
+             ? api->cpu_statistics()
+             : nullptr;
+}
+
+// Where the C++ kernel about to be called reduces what it stores: set by
+// the wrapper just before the call, on the thread that makes it, from
+// keep_cpu_statistics; read once as the kernel starts, before its threads
+// do. The package's one definition serves its wrapper and its kernels.
+inline thread_local int64_t* kernel_statistics = nullptr;
+
+inline int64_t* keep_cpu_statistics(const aoti_debug_printer_api* api, int64_t first,
+                                    int64_t fields) {
+  return api && api->size >= offsetof(aoti_debug_printer_api, keep_cpu_statistics) +
+                                 sizeof(api->keep_cpu_statistics)
+             ? api->keep_cpu_statistics(first, fields)
+             : nullptr;
+}
+
+// A finite float's key in a slot (AOTI_DEBUG_PRINTER_STORED_MAX_KEY), and
+// the float of a key: the one encoding, which the Triton kernels' code
+// (inductor/stored_stats.py) writes too.
+inline int64_t stored_key(float value) {
+  int32_t bits;
+  memcpy(&bits, &value, sizeof bits);
+  return static_cast<int64_t>(bits < 0 ? bits ^ 0x7fffffff : bits) + (int64_t{1} << 31) + 1;
+}
+inline float float_of_stored_key(int64_t key) {
+  const int64_t ordered = key - (int64_t{1} << 31) - 1;
+  const auto bits = static_cast<int32_t>(ordered < 0 ? ordered ^ 0x7fffffff : ordered);
+  float value;
+  memcpy(&value, &bits, sizeof value);
+  return value;
 }
 
 // A tensor a generated kernel stored whole, with its statistics in `slot`

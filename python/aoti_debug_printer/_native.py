@@ -15,6 +15,8 @@ from pathlib import Path
 PACKAGE_DIR = Path(__file__).resolve().parent
 # The C ABI: the single definition of every code the generated calls pass.
 HEADER = PACKAGE_DIR / "aoti_debug_printer.h"
+# What the C++ kernels that keep statistics of their stores are given (inductor/kept_cpp.py).
+KERNEL_HEADER = PACKAGE_DIR / "aoti_debug_printer_kernel.h"
 
 
 def supported_torch() -> str:

@@ -20,6 +20,7 @@ from .compiled_inputs import accepted_inputs
 from .emitters import CPP, OUTPUT_HANDLE, PYTHON, Emitter, label
 from .filter import KernelFilter
 from .provenance import Held, Provenance, Writes, kept_by_line_being_rendered
+from .kept_cpp import keep_slots_line
 from .stored_stats import WORKSPACE_PREFIX
 from .switches import stats_in_kernels_wanted
 
@@ -298,6 +299,8 @@ class DebugPrinterManager:
             before_launch=True,
             arg_signatures=self.arg_signatures,
         )
+        if len(self._kept) > 2:  # a C++ kernel's slots, given to it just before its call
+            self._writeline(keep_slots_line(self._kept))
 
     def _write_call_comment(self) -> None:
         """The call as the kernel gets it, before the records of a selected
@@ -332,7 +335,7 @@ class DebugPrinterManager:
     def _note_stored_slots(self, names: list[str]) -> None:
         """After a kernel's call: the buffers it stored and kept statistics
         of now have those slots; any other it may have written has none."""
-        workspace, fields = self._kept
+        workspace, fields = self._kept[:2]
         if self._writes_unseen or self._skip_kernel:
             self._stored_slots.clear()
         after = self._held[1]
@@ -524,7 +527,7 @@ class DebugPrinterManager:
         at this record: the kernel being written, after its launch; else the
         last kernel that wrote it, where nothing has written it since (nor
         may the kernel being written, after its launch)."""
-        workspace, fields = self._kept
+        workspace, fields = self._kept[:2]
         if not before_launch:
             if name in fields:
                 return workspace, fields[name]

@@ -45,6 +45,7 @@ from .switches import (
     printing_requested,
     torch_version,
 )
+from .kept_cpp import keep_cpu_statistics_in
 from .wraps import (
     consults_printer_for_cpu_kernels,
     keep_stored_statistics_in,
@@ -76,6 +77,9 @@ _FALLBACK_MODULE = "torch._inductor.codegen.cpp_wrapper_cpu"
 # (stored_stats), and where the C++ wrapper zeroes the run's workspace for
 # them; wrapped on every torch (no hook of patches/ covers them).
 _TRITON_MODULES = ("torch._inductor.codegen.triton", "torch._inductor.codegen.cpp_wrapper_gpu")
+# Where C++ kernels store: they keep statistics of what they store too
+# (kept_cpp), wrapped on every torch as the Triton modules are.
+_CPP_MODULE = "torch._inductor.codegen.cpp"
 # Where Inductor's cache keys are made (see cache_tag).
 _CACHE_KEY_MODULE = "torch._inductor.codecache"
 # Where AOTInductor's public entry points live (entry_points wraps them).
@@ -168,6 +172,8 @@ def _patch(module: ModuleType) -> None:
         return
     if module.__name__ in _TRITON_MODULES and hooks_wanted() != "require":
         keep_stored_statistics_in(module)
+    if module.__name__ == _CPP_MODULE and hooks_wanted() != "require":
+        keep_cpu_statistics_in(module)
     if module.__name__ == _TRITON_MODULES[1]:
         return  # nothing else of ours is there
     hooks = inductor_hooks()

@@ -77,6 +77,17 @@ _next_slot: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _FIRST_SLOT = 1
 
 
+def claim_slot(graph, expected: int | None = None) -> int | None:
+    """The next free slot of `graph`, now taken; None where `expected` (the
+    slot after a kernel's last) is not the next: a kernel's slots follow
+    one another."""
+    slot = _next_slot.get(graph, _FIRST_SLOT)
+    if expected is not None and slot != expected:
+        return None
+    _next_slot[graph] = slot + 1
+    return slot
+
+
 def wanted() -> bool:
     """Whether the kernel being generated keeps statistics: AOTInductor's C++
     wrapper (not the JIT's cpp_wrapper, whose autotuning may run at run time
@@ -216,16 +227,14 @@ def keep_statistics(kernel, buffer, name: str, index, inside_reduction: bool) ->
     if name in (slots.buffers if slots else {}):
         slots.buffers[name] = None  # stored twice: no slot tells what it holds
         return
-    if slots is None:
-        first = _next_slot.get(graph, _FIRST_SLOT)
-        slot_param = kernel.args.seed_offset(SLOT_PARAM, first * FIELDS)
-        slots = _KernelSlots(first, slot_param)
-        kernel._aoti_stored = slots
-    place = len(slots.buffers)
+    place = len(slots.buffers) if slots else 0
     # A kernel's slots follow one another: taken in the order it stores.
-    if _next_slot.get(graph, _FIRST_SLOT) != slots.first + place:
+    slot = claim_slot(graph, slots.first + place if slots else None)
+    if slot is None:
         return
-    _next_slot[graph] = slots.first + place + 1
+    if slots is None:
+        slots = _KernelSlots(slot, kernel.args.seed_offset(SLOT_PARAM, slot * FIELDS))
+        kernel._aoti_stored = slots
     slots.buffers[name] = place
     workspace = WorkspaceArg(
         count=(slots.first + place + 1) * FIELDS,
@@ -279,23 +288,29 @@ def stored_by_call(kernel) -> tuple[str, dict[str, int]]:
     return slots.workspace, fields
 
 
-# The calls being written, innermost last: what each keeps (stored_by_call).
-_calls: list[tuple[str, dict[str, int]]] = []
+# The calls being written, innermost last: what each keeps (stored_by_call,
+# or kept_cpp.kept_by_group: a C++ kernel's adds the fields its slots span).
+_calls: list[tuple] = []
 
 
-def current_call() -> tuple[str, dict[str, int]]:
+def current_call() -> tuple:
     """What the kernel whose call is being written keeps ("", {}: nothing)."""
     return _calls[-1] if _calls else ("", {})
 
 
-class call_of:
-    """While a kernel's call is written (TritonKernel.call_kernel)."""
+class call_of_kept:
+    """While the call of a kernel that keeps `kept` is written."""
 
-    def __init__(self, kernel) -> None:
-        self._kept = stored_by_call(kernel)
+    def __init__(self, kept: tuple) -> None:
+        self._kept = kept
 
     def __enter__(self):
         _calls.append(self._kept)
 
     def __exit__(self, *exc_info):
         _calls.pop()
+
+
+def call_of(kernel) -> call_of_kept:
+    """While a Triton kernel's call is written (TritonKernel.call_kernel)."""
+    return call_of_kept(stored_by_call(kernel))
