@@ -19,8 +19,8 @@ from ..records import CALL_COMMENT
 from .compiled_inputs import accepted_inputs
 from .emitters import CPP, OUTPUT_HANDLE, PYTHON, Emitter, label
 from .filter import KernelFilter
-from .provenance import Held, Provenance, Writes, kept_by_line_being_rendered
 from .kept_cpp import keep_slots_line
+from .provenance import Held, Provenance, Writes, kept_by_line_being_rendered
 from .stored_stats import WORKSPACE_PREFIX
 from .switches import stats_in_kernels_wanted
 

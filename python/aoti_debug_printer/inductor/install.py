@@ -39,13 +39,13 @@ from .cache_tag import (  # noqa: F401
     generated_code_tag,
     this_installation_tag,
 )
+from .kept_cpp import keep_cpu_statistics_in
 from .switches import (
     HookPointMissing,
     hooks_wanted,
     printing_requested,
     torch_version,
 )
-from .kept_cpp import keep_cpu_statistics_in
 from .wraps import (
     consults_printer_for_cpu_kernels,
     keep_stored_statistics_in,

@@ -297,7 +297,9 @@ def keep_cpu_statistics_in(module: ModuleType) -> None:
         )
     wrap_method(module, "KernelGroup", "__init__", make_group_init, lost)
     wrap_method(module, "KernelGroup", "codegen_group", make_codegen_group, lost)
-    wrap_method(module, "KernelGroup", "call_kernel", make_call_kernel, lost, ("wrapper", "kernel_name"))
+    wrap_method(
+        module, "KernelGroup", "call_kernel", make_call_kernel, lost, ("wrapper", "kernel_name")
+    )
     wrap_method(module, "WorkSharing", "parallel", make_parallel, lost, ("threads",))
     wrap_method(module, "WorkSharing", "close", make_closing, lost)
     wrap_method(module, "WorkSharing", "__exit__", make_closing, lost)
