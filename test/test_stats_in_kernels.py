@@ -1,13 +1,14 @@
-"""Statistics kept inside the Triton kernels Inductor generates
-(AOTI_DEBUG_PRINTER_STATS_IN_KERNELS, inductor/stored_stats.py), on the GPU.
+"""Statistics kept inside the kernels Inductor generates
+(AOTI_DEBUG_PRINTER_STATS_IN_KERNELS): the Triton kernels on the GPU
+(inductor/stored_stats.py), the C++ kernels on the CPU (inductor/kept_cpp.py).
 
 The correct models of findings.CORRECT, as the parts of one program, are
 compiled at level 2 with the statistics in the kernels and without (a
-statistics launch per record), and with the printer off. Their records
+statistics pass per record), and with the printer off. Their records
 must be the same record for record (counts, minima and maxima exactly,
 means and deviations within 1e-6), their outputs bit for bit the printer-off
-run's, and the statistics launches left must be those of what no Triton
-kernel stored. The trap stops at the kernel that stored a NaN."""
+run's, and on the GPU the statistics launches left must be those of what no
+Triton kernel stored. The trap stops at the kernel that stored a NaN."""
 
 from __future__ import annotations
 
@@ -25,11 +26,33 @@ from testmodels import findings, small
 
 import aoti_debug_printer
 
-pytestmark = [pytest.mark.gpu, pytest.mark.slow]
-if not torch.cuda.is_available():
-    pytest.skip("needs a CUDA device", allow_module_level=True)
+pytestmark = pytest.mark.slow
 
 SWITCH = "AOTI_DEBUG_PRINTER_STATS_IN_KERNELS"
+# On the CPU, the correct models the issue names (residual LayerNorm stacks,
+# attention, conv and batch-norm, dynamic shapes, in-place ops, buffer reuse)
+# and the two of 16-bit floats: three compiles of the whole list would take
+# a worker minutes.
+CPU_MODELS = (
+    "post_ln_mlp",
+    "pre_ln_transformer",
+    "conv_bn",
+    "dynamic_batch",
+    "inplace_views",
+    "reuse_chain",
+    "post_ln_mlp_bf16",
+    "pre_ln_transformer_fp16",
+)
+DEVICES = [
+    "cpu",
+    pytest.param(
+        "cuda",
+        marks=[
+            pytest.mark.gpu,
+            pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+        ],
+    ),
+]
 # The correct models whose packages import here (transformers', torchvision's).
 NEEDS = {
     "gpt2": "transformers",
@@ -71,18 +94,28 @@ def compile_at(program, level: str, in_kernels: str, path) -> str:
         return torch._inductor.aoti_compile_and_package(program, package_path=str(path))
 
 
+@pytest.fixture(scope="module", params=DEVICES)
+def device(request):
+    return request.param
+
+
+def synchronize(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
 @pytest.fixture(scope="module")
-def compiled(tmp_path_factory):
+def compiled(device, tmp_path_factory):
     """The correct models' program, its inputs, and its packages: printer
     off, level 2 with the statistics in the kernels, level 2 without."""
     keys = [
         name
-        for name in findings.CORRECT
+        for name in (findings.CORRECT if device == "cuda" else CPU_MODELS)
         if name not in NEEDS or importlib.util.find_spec(NEEDS[name]) is not None
     ]
-    model, inputs, dynamic = findings.build_parts({k: {"name": k} for k in keys}, "cuda")
+    model, inputs, dynamic = findings.build_parts({k: {"name": k} for k in keys}, device)
     program = torch.export.export(model, inputs, dynamic_shapes=dynamic)
-    tmp = tmp_path_factory.mktemp("stored")
+    tmp = tmp_path_factory.mktemp(f"stored_{device}")
     return (
         inputs,
         {
@@ -113,7 +146,7 @@ def close(a, b, scale: float) -> bool:
 
 
 @pytest.fixture(scope="module")
-def ran(compiled, tmp_path_factory):
+def ran(device, compiled, tmp_path_factory):
     """Each package run once on the same inputs: its outputs, and the
     records of the two level-2 runs (in_kernels first)."""
 
@@ -123,7 +156,7 @@ def ran(compiled, tmp_path_factory):
     with aoti_debug_printer.options(output=out, format="jsonl"):
         for name in ("off", "in_kernels", "separate"):
             outputs[name] = torch._inductor.aoti_load_package(paths[name])(*inputs)
-            torch.cuda.synchronize()
+            synchronize(device)
     return outputs, [json.loads(line) for line in out.read_text().splitlines()]
 
 
@@ -132,7 +165,7 @@ def test_records_equal_a_statistics_launch_per_record(compiled, ran):
     _, paths = compiled
     stored = wrapper_source(paths["in_kernels"]).count("aoti_debug_printer::value_stored(")
     assert stored > 50, f"only {stored} records take a kernel's statistics"
-    assert "value_stored(" not in wrapper_source(paths["separate"])
+    assert "aoti_debug_printer::value_stored(" not in wrapper_source(paths["separate"])
     written = ran[1]
     runs = sorted({r["run"] for r in written if r["event"] == "tensor"})
     assert len(runs) == 2, runs  # level 0 writes none
@@ -183,8 +216,17 @@ def test_outputs_are_bit_for_bit_the_printer_off_runs(ran):
 
 
 @pytest.mark.xdist_group("stored")
-def test_only_what_no_triton_kernel_stored_takes_a_statistics_launch(compiled):
+def test_only_what_no_generated_kernel_stored_takes_a_statistics_pass(device, compiled):
     inputs, paths = compiled
+    if device == "cpu":
+        # No launches to count: each C++ kernel that keeps statistics of a
+        # buffer gets its slots just before its call, and keeps them.
+        source = wrapper_source(paths["in_kernels"])
+        given = source.count("aoti_debug_printer::keep_cpu_statistics(AOTI_DEBUG_PRINTER_API")
+        calls = len(re.findall(r"^\s*cpp_fused_\w+\(", source, re.MULTILINE))
+        assert 0 < given <= calls, (given, calls)
+        assert "aoti_debug_printer::kernel_statistics = " not in wrapper_source(paths["separate"])
+        return
     with aoti_debug_printer.options(output=os.devnull):
         counts = {}
         for name in ("in_kernels", "separate"):
@@ -197,11 +239,12 @@ def test_only_what_no_triton_kernel_stored_takes_a_statistics_launch(compiled):
     assert counts["in_kernels"] < counts["separate"], counts
 
 
-def test_the_trap_stops_at_the_kernel_that_stored_the_nan(tmp_path, records):
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_trap_stops_at_the_kernel_that_stored_the_nan(device, tmp_path, records):
     """nan_maker: an mm, then a fused kernel whose log makes NaN. The fused
     kernel's output record takes its statistics from the kernel's slot, read
     at once where the trap judges it."""
-    model, inputs = small.build("nan_maker", "cuda")
+    model, inputs = small.build("nan_maker", device)
     program = torch.export.export(model, inputs)
     path = compile_at(program, "2", "1", tmp_path / "nan.pt2")
     assert "value_stored(" in wrapper_source(path)
@@ -209,7 +252,8 @@ def test_the_trap_stops_at_the_kernel_that_stored_the_nan(tmp_path, records):
     with aoti_debug_printer.options(trap=1), pytest.raises(RuntimeError):
         torch._inductor.aoti_load_package(path)(*inputs)
     trapped = [r for r in records() if r["event"] == "trap"]
-    assert len(trapped) == 1 and trapped[0]["kernel"].startswith("triton_"), trapped
+    kind = "triton_" if device == "cuda" else "cpp_"
+    assert len(trapped) == 1 and trapped[0]["kernel"].startswith(kind), trapped
     after = [
         r
         for r in records()

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstring>
 #include <mutex>
+#include <type_traits>
 
 namespace aoti_debug_printer {
 
@@ -57,8 +58,14 @@ class KeptStats {
     constexpr int64_t width = V::size();
     alignas(64) T stored[width];
     v.store(stored, static_cast<int>(n));
-    alignas(64) float values[width];
-    for (int64_t i = 0; i < n; ++i) values[i] = static_cast<float>(stored[i]);
+    const float* values;
+    alignas(64) float widened[width];
+    if constexpr (std::is_same_v<T, float>) {
+      values = stored;
+    } else {
+      for (int64_t i = 0; i < n; ++i) widened[i] = static_cast<float>(stored[i]);
+      values = widened;
+    }
     int64_t i = 0;
     for (; i + kLanes <= n; i += kLanes) add_lanes(values + i);
     for (; i < n; ++i) add(values[i]);
@@ -66,11 +73,16 @@ class KeptStats {
 
   // Merges this thread's statistics into `slot` (the caller holds the lock).
   void merge_into(int64_t* slot) const {
-    int64_t finite = finite_, zeros = zeros_;
+    int64_t finite = finite_, zeros = zeros_, nan = nan_, pos_inf = pos_inf_, neg_inf = neg_inf_;
     float mn = min_, mx = max_;
     double s1 = s1_, s2 = s2_;
     for (int l = 0; l < kLanes; ++l) {
-      zeros -= lane_zeros_[l];  // lanes count -1 for each zero
+      // Lanes count -1 for each.
+      finite -= lane_finite_[l];
+      zeros -= lane_zeros_[l];
+      nan -= lane_nan_[l];
+      pos_inf -= lane_pos_inf_[l];
+      neg_inf -= lane_neg_inf_[l];
       mn = std::min(mn, lane_min_[l]);
       mx = std::max(mx, lane_max_[l]);
     }
@@ -78,10 +90,9 @@ class KeptStats {
       s1 += lane_s1_[0][l] + lane_s1_[1][l];
       s2 += lane_s2_[0][l] + lane_s2_[1][l];
     }
-    finite += lane_finite_;
-    slot[AOTI_DEBUG_PRINTER_STORED_NAN] += nan_;
-    slot[AOTI_DEBUG_PRINTER_STORED_POS_INF] += pos_inf_;
-    slot[AOTI_DEBUG_PRINTER_STORED_NEG_INF] += neg_inf_;
+    slot[AOTI_DEBUG_PRINTER_STORED_NAN] += nan;
+    slot[AOTI_DEBUG_PRINTER_STORED_POS_INF] += pos_inf;
+    slot[AOTI_DEBUG_PRINTER_STORED_NEG_INF] += neg_inf;
     slot[AOTI_DEBUG_PRINTER_STORED_ZEROS] += zeros;
     if (finite == 0) return;
     slot[AOTI_DEBUG_PRINTER_STORED_MAX_KEY] =
@@ -111,6 +122,7 @@ class KeptStats {
   typedef float Floats __attribute__((vector_size(kLanes * sizeof(float))));
   typedef int32_t Ints __attribute__((vector_size(kLanes * sizeof(int32_t))));
   typedef float HalfFloats __attribute__((vector_size(kLanes / 2 * sizeof(float))));
+  typedef int32_t HalfInts __attribute__((vector_size(kLanes / 2 * sizeof(int32_t))));
   typedef double Doubles __attribute__((vector_size(kLanes / 2 * sizeof(double))));
 
   void shift_if_first(float value) {
@@ -120,31 +132,47 @@ class KeptStats {
     }
   }
 
-  // kLanes values: all finite in the lanes' accumulators, else one by one.
+  // kLanes values, branch-free: a lane that is not finite counts as NaN or
+  // an infinity and adds nothing else.
   void add_lanes(const float* values) {
+    if (!shifted_) {
+      for (int l = 0; l < kLanes; ++l) {
+        if (is_finite(values[l])) {
+          shift_if_first(values[l]);
+          break;
+        }
+      }
+    }
     Floats x;
     memcpy(&x, values, sizeof x);
     Ints bits;
     memcpy(&bits, &x, sizeof bits);
-    const Ints special = (bits & 0x7f800000) == 0x7f800000;
-    int32_t any = 0;
-    for (int l = 0; l < kLanes; ++l) any |= special[l];
-    if (any) {
-      for (int l = 0; l < kLanes; ++l) add(values[l]);
-      return;
-    }
-    shift_if_first(values[0]);
-    lane_finite_ += kLanes;
+    const Ints finite = (bits & 0x7f800000) != 0x7f800000;
+    const float inf = __builtin_inff();
+    lane_nan_ += x != x;  // lanes count -1 for each
+    lane_pos_inf_ += x == inf;
+    lane_neg_inf_ += x == -inf;
     lane_zeros_ += x == 0.0f;
-    lane_min_ = x < lane_min_ ? x : lane_min_;
-    lane_max_ = x > lane_max_ ? x : lane_max_;
+    lane_finite_ += finite;
+    lane_min_ = finite & (x < lane_min_) ? x : lane_min_;
+    lane_max_ = finite & (x > lane_max_) ? x : lane_max_;
+    const float shift = static_cast<float>(shift_);
     for (int h = 0; h < 2; ++h) {
       HalfFloats part;
       memcpy(&part, values + h * (kLanes / 2), sizeof part);
-      const Doubles d = __builtin_convertvector(part, Doubles) - shift_;
-      lane_s1_[h] += d;
-      lane_s2_[h] += d * d;
+      HalfInts keep;
+      memcpy(&keep, reinterpret_cast<const int32_t*>(&finite) + h * (kLanes / 2), sizeof keep);
+      const HalfFloats kept = keep ? part : HalfFloats{} + shift;
+      const Doubles e = __builtin_convertvector(kept, Doubles) - shift_;
+      lane_s1_[h] += e;
+      lane_s2_[h] += e * e;
     }
+  }
+
+  static bool is_finite(float value) {
+    uint32_t bits;
+    memcpy(&bits, &value, sizeof bits);
+    return (bits & 0x7f800000u) != 0x7f800000u;
   }
 
   static double get_double(const int64_t* slot, int field) {
@@ -154,12 +182,13 @@ class KeptStats {
   }
   static void set_double(int64_t* slot, int field, double d) { memcpy(slot + field, &d, sizeof d); }
 
-  int64_t nan_ = 0, pos_inf_ = 0, neg_inf_ = 0, zeros_ = 0, finite_ = 0, lane_finite_ = 0;
+  int64_t nan_ = 0, pos_inf_ = 0, neg_inf_ = 0, zeros_ = 0, finite_ = 0;
   float min_ = __builtin_inff(), max_ = -__builtin_inff();
   double shift_ = 0, s1_ = 0, s2_ = 0;
   bool shifted_ = false;
   Floats lane_min_ = Floats{} + __builtin_inff(), lane_max_ = Floats{} - __builtin_inff();
-  Ints lane_zeros_ = Ints{};
+  Ints lane_nan_ = Ints{}, lane_pos_inf_ = Ints{}, lane_neg_inf_ = Ints{}, lane_zeros_ = Ints{},
+       lane_finite_ = Ints{};
   Doubles lane_s1_[2] = {}, lane_s2_[2] = {};
 };
 

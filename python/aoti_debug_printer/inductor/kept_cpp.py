@@ -291,7 +291,10 @@ def keep_cpu_statistics_in(module: ModuleType) -> None:
 
         return closing
 
-    for cls, vector in (("CppKernel", False), ("CppVecKernel", True)):
+    # Every class of C++ kernel that stores: a proxy makes several for one
+    # loop nest and emits some, so a buffer that any of them stores in a
+    # way that keeps nothing (a tile's transposed store) keeps nothing.
+    for cls, vector in (("CppKernel", False), ("CppVecKernel", True), ("CppTile2DKernel", True)):
         wrap_method(
             module, cls, "store", make_store(vector), lost, ("name", "index", "value", "mode")
         )
