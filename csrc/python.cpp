@@ -191,6 +191,8 @@ PYBIND11_MODULE(_C, m) {
   m.attr("STORED_MIN_KEY") = static_cast<int>(AOTI_DEBUG_PRINTER_STORED_MIN_KEY);
   m.attr("STORED_SUM") = static_cast<int>(AOTI_DEBUG_PRINTER_STORED_SUM);
   m.attr("STORED_SUM_OF_SQUARES") = static_cast<int>(AOTI_DEBUG_PRINTER_STORED_SUM_OF_SQUARES);
+  m.attr("STORED_SHIFT") = static_cast<int>(AOTI_DEBUG_PRINTER_STORED_SHIFT);
+  m.attr("STORED_FINITE") = static_cast<int>(AOTI_DEBUG_PRINTER_STORED_FINITE);
   m.attr("STORED_SLOT") = static_cast<int>(AOTI_DEBUG_PRINTER_STORED_SLOT);
 
   m.def(

@@ -129,21 +129,13 @@ bool can_record_later(const at::Tensor& t, int64_t max_values) {
   return device::can_snapshot_later(t, takes_values(t, max_values));
 }
 
-namespace {
-// A C++ kernel's: this thread's int64 host tensor of whole slots.
-bool is_cpu_statistics_workspace(const at::Tensor& workspace) {
-  return workspace.defined() && workspace.is_cpu() && workspace.scalar_type() == at::kLong &&
-         workspace.is_contiguous() && workspace.numel() > 0 &&
-         workspace.numel() % AOTI_DEBUG_PRINTER_STORED_SLOT == 0;
-}
-}  // namespace
-
-bool can_record_stored(const at::Tensor& t, const at::Tensor& workspace, int64_t max_values) {
+bool can_record_stored(const at::Tensor& t, const at::Tensor& workspace,
+                       const at::Tensor& cpu_workspace, int64_t max_values) {
   const at::ScalarType dtype = t.scalar_type();
   return t.layout() == at::kStrided && t.numel() > 0 && !takes_values(t, max_values) &&
          (dtype == at::kFloat || dtype == at::kHalf || dtype == at::kBFloat16) &&
          (t.is_cuda() ? device::is_statistics_workspace(workspace)
-                      : t.is_cpu() && is_cpu_statistics_workspace(workspace));
+                      : t.is_cpu() && workspace.defined() && workspace.is_same(cpu_workspace));
 }
 
 Contents stored_contents(const at::Tensor& t, const at::Tensor& workspace, int64_t field) {

@@ -194,9 +194,12 @@ class ReadsWhileUnchanged {
 // GPU without waiting (late.h: record_later).
 bool can_record_later(const at::Tensor& t, int64_t max_values);
 // Whether a record of `t` can take its statistics from the slot a generated
-// kernel kept as it stored `t` (device.h: StoredRun): a floating-point CUDA
-// tensor the kernels keep statistics of, whose values are not printed.
-bool can_record_stored(const at::Tensor& t, const at::Tensor& workspace, int64_t max_values);
+// kernel kept as it stored `t`: a floating-point tensor the kernels keep
+// statistics of, whose values are not printed, and a workspace that holds
+// them: a CUDA tensor's run workspace (device.h: StoredRun), a CPU tensor's
+// this thread's CPU workspace, `cpu_workspace` (aoti_debug_printer_cpu_statistics).
+bool can_record_stored(const at::Tensor& t, const at::Tensor& workspace,
+                       const at::Tensor& cpu_workspace, int64_t max_values);
 // Its contents read now, from the slot (the trap's: it judges each kernel).
 Contents stored_contents(const at::Tensor& t, const at::Tensor& workspace, int64_t field);
 // A record taken while its run was captured into a CUDA graph, as one

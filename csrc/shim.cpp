@@ -166,8 +166,9 @@ int64_t* keep_cpu_statistics(int64_t first, int64_t fields) {
   if (!kept.defined() || kept.numel() < needed) {
     // Grown in place of the old: the slots of the run's earlier kernels,
     // which later records may still read, come along.
-    at::Tensor grown = at::zeros({std::max<int64_t>(needed, 2 * (kept.defined() ? kept.numel() : 0))},
-                                 at::TensorOptions().dtype(at::kLong));
+    at::Tensor grown =
+        at::zeros({std::max<int64_t>(needed, 2 * (kept.defined() ? kept.numel() : 0))},
+                  at::TensorOptions().dtype(at::kLong));
     if (kept.defined()) grown.narrow(0, 0, kept.numel()).copy_(kept);
     kept = std::move(grown);
   }
@@ -573,8 +574,9 @@ Stop record_and_check(Level compiled, Phase phase, Role given_role, const at::Te
   // What a generated kernel kept of what it stored needs no pass of its own;
   // the guard's fingerprint does (it takes it from the record's own pass:
   // no second read).
-  const bool from_slot = stored && action == Action::Print && !guarding && !unwritten_output &&
-                         can_record_stored(*t, *stored->workspace, settings.max_values);
+  const bool from_slot =
+      stored && action == Action::Print && !guarding && !unwritten_output &&
+      can_record_stored(*t, *stored->workspace, state.cpu_statistics, settings.max_values);
   // A constant's record takes what its first record read, while it is
   // unchanged; the first reads it, and what it reads is remembered.
   const bool constant = !from_slot && action == Action::Print && phase == Phase::BeforeLaunch &&

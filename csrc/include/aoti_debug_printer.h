@@ -548,8 +548,8 @@ inline void statistics_workspace(const aoti_debug_printer_api* api, AtenTensorHa
 // nullptr from a library older than this header, whose records then read
 // the tensors.
 inline AtenTensorHandle cpu_statistics(const aoti_debug_printer_api* api) {
-  return api && api->size >= offsetof(aoti_debug_printer_api, cpu_statistics) +
-                                 sizeof(api->cpu_statistics)
+  return api && api->size >=
+                     offsetof(aoti_debug_printer_api, cpu_statistics) + sizeof(api->cpu_statistics)
              ? api->cpu_statistics()
              : nullptr;
 }

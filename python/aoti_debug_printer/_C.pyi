@@ -5,7 +5,7 @@ from typing import Any, Literal
 
 import torch
 
-ABI_VERSION: Literal[11]
+ABI_VERSION: Literal[12]
 RECORD_SCHEMA: Literal[7]
 # The level a model was compiled at: what generated code passes to every
 # record and launch event (AOTI_DEBUG_PRINTER_LEVEL_*).
@@ -41,6 +41,8 @@ STORED_MAX_KEY: Literal[4]
 STORED_MIN_KEY: Literal[5]
 STORED_SUM: Literal[6]
 STORED_SUM_OF_SQUARES: Literal[7]
+STORED_SHIFT: Literal[8]
+STORED_FINITE: Literal[9]
 STORED_SLOT: Literal[16]
 
 def begin_run(with_end: bool = False, inductor_config: str = "", sources: str = "") -> None: ...

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "aoti_debug_printer.h"
+#include "aoti_debug_printer_kernel.h"
 #include "format.h"
 #include "graphs.h"
 #include "guard.h"
@@ -14,6 +15,7 @@
 #include "trap.h"
 
 #include <ATen/ATen.h>
+#include <ATen/cpu/vec/vec.h>
 #include <caffe2/serialize/inline_container.h>
 #include <torch/csrc/inductor/aoti_torch/utils.h>
 #include <torch/serialize.h>
@@ -1794,9 +1796,10 @@ TEST_CASE("a trap on infinities only says how to trap NaN only, and =nan does no
 
 TEST_CASE("a record whose workspace holds no kernel's statistics reads its tensor",
           "[aoti_debug_printer_tensor_stored][aoti_debug_printer_statistics_workspace]") {
-  // Only a CUDA workspace of int64 slots holds statistics a kernel kept; any
-  // other (this CPU one, one of floats, none) leaves the record to read its
-  // tensor, exactly as tensor_computed's does, and switches nothing on.
+  // Only a CUDA workspace of int64 slots, or this thread's CPU workspace
+  // (cpu_statistics), holds statistics a kernel kept; any other (this CPU
+  // one, one of floats, none) leaves the record to read its tensor, exactly
+  // as tensor_computed's does, and switches nothing on.
   const aoti_debug_printer_api* api = aoti_debug_printer_get_api(AOTI_DEBUG_PRINTER_ABI_VERSION);
   REQUIRE(api != nullptr);
   Scratch s;
@@ -1834,4 +1837,63 @@ TEST_CASE("a record whose workspace holds no kernel's statistics reads its tenso
   for (const char* arg : {"cpu", "floats", "none"}) CHECK(stats_of(arg) == stats_of("read"));
   CHECK(slots.eq(0).all().item<bool>());
   CHECK(floats.eq(0).all().item<bool>());
+}
+
+TEST_CASE(
+    "what C++ kernels keep in this thread's CPU workspace prints as a read of the tensor",
+    "[aoti_debug_printer_keep_cpu_statistics][aoti_debug_printer_cpu_statistics][KeptStats]") {
+  // Two threads' shares of one store, merged into the kernel's slot as the
+  // generated code does (inductor/kept_cpp.py): vectors of 8 lanes, a tail
+  // of fewer, scalars, NaN, infinities, zeros; the record that takes the
+  // slot prints what the record that reads the tensor prints.
+  const aoti_debug_printer_api* api = aoti_debug_printer_get_api(AOTI_DEBUG_PRINTER_ABI_VERSION);
+  REQUIRE(api != nullptr);
+  Scratch s;
+  REQUIRE(aoti_debug_printer_set_option("trap", "0") == 0);  // the NaN is planted
+  at::Tensor t = at::arange(203, at::kFloat).sub_(60).mul_(0.37f);
+  t[3] = NAN;
+  t[150] = INFINITY;
+  t[151] = -INFINITY;
+  t[60] = 0.0f;
+  const float* v = t.const_data_ptr<float>();
+  int64_t* slots = nullptr;
+  {
+    aoti_debug_printer::Run run(api);
+    slots = aoti_debug_printer::keep_cpu_statistics(api, AOTI_DEBUG_PRINTER_STORED_SLOT,
+                                                    AOTI_DEBUG_PRINTER_STORED_SLOT);
+    REQUIRE(slots != nullptr);
+    aoti_debug_printer::Kept<1> first, second;
+    using Vec = at::vec::Vectorized<float>;
+    for (int64_t i = 0; i < 96; i += Vec::size())
+      first[0].add_vector(Vec::loadu(v + i), Vec::size());
+    for (int64_t i = 96; i < 100; ++i) first[0].add(v[i]);
+    int64_t i = 100;
+    for (; i + Vec::size() <= 200; i += Vec::size())
+      second[0].add_vector(Vec::loadu(v + i), Vec::size());
+    for (; i < 200; ++i) second[0].add(v[i]);
+    second[0].add_vector(Vec::loadu(v + 200, 3), 3);
+    second.merge_into(slots);
+    first.merge_into(slots);
+    const AtenTensorHandle workspace = aoti_debug_printer::cpu_statistics(api);
+    aoti_debug_printer::launch(api, AOTI_DEBUG_PRINTER_LEVEL_PRINT, AOTI_DEBUG_PRINTER_AFTER_LAUNCH,
+                               "k", 0);
+    aoti_debug_printer::value(api, AOTI_DEBUG_PRINTER_LEVEL_PRINT, AOTI_DEBUG_PRINTER_AFTER_LAUNCH,
+                              "k", "read", handle(t));
+    aoti_debug_printer::value_stored(api, AOTI_DEBUG_PRINTER_LEVEL_PRINT,
+                                     AOTI_DEBUG_PRINTER_AFTER_LAUNCH, "k", "kept", handle(t),
+                                     workspace, AOTI_DEBUG_PRINTER_STORED_SLOT);
+  }
+  const std::string out = s.output();
+  const auto stats_of = [&](const std::string& arg) {
+    const size_t at = out.find("k " + arg + " ");
+    REQUIRE(at != std::string::npos);
+    const size_t from = out.find('\n', out.find('\n', at) + 1) + 1;
+    return out.substr(from, out.find('\n', from) - from);
+  };
+  // The slot, which the run leaves to the thread, holds the planted counts.
+  CHECK(slots[AOTI_DEBUG_PRINTER_STORED_NAN] == 1);
+  CHECK(slots[AOTI_DEBUG_PRINTER_STORED_POS_INF] == 1);
+  CHECK(slots[AOTI_DEBUG_PRINTER_STORED_NEG_INF] == 1);
+  CHECK(slots[AOTI_DEBUG_PRINTER_STORED_FINITE] == 200);
+  CHECK(stats_of("kept") == stats_of("read"));
 }

@@ -39,7 +39,6 @@ from .cache_tag import (  # noqa: F401
     generated_code_tag,
     this_installation_tag,
 )
-from .kept_cpp import keep_cpu_statistics_in
 from .switches import (
     HookPointMissing,
     hooks_wanted,
@@ -173,6 +172,8 @@ def _patch(module: ModuleType) -> None:
     if module.__name__ in _TRITON_MODULES and hooks_wanted() != "require":
         keep_stored_statistics_in(module)
     if module.__name__ == _CPP_MODULE and hooks_wanted() != "require":
+        from .kept_cpp import keep_cpu_statistics_in  # loads the library: not at import
+
         keep_cpu_statistics_in(module)
     if module.__name__ == _TRITON_MODULES[1]:
         return  # nothing else of ours is there

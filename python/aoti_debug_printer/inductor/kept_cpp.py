@@ -106,43 +106,46 @@ def _keeps_nothing(group: _GroupKept, name: str) -> None:
     group.buffers[name] = None
 
 
-def _whole(kernel, name: str, index) -> bool:
+def _whole(kernel, name: str, index, reduction: bool) -> bool:
     """Whether the store writes every element of `name`: an index that is
-    not a constant, over loops whose sizes multiply to the buffer's
-    (Inductor's stores are one element per index)."""
+    not a constant, over loops whose sizes multiply to the buffer's (a
+    reduction's result: the loops outside the reduction). Inductor's stores
+    are one element per index."""
     import sympy
     from torch._inductor.utils import sympy_product
     from torch._inductor.virtualized import V
 
     from .provenance.internals import InternalsMoved, reading
 
-    if isinstance(index, (int, sympy.Integer)) or not kernel.ranges:
+    ranges = kernel.ranges[: kernel.reduction_depth] if reduction else kernel.ranges
+    if isinstance(index, (int, sympy.Integer)) or not ranges:
         return False
     try:
         with reading("a stored buffer's size"):
             return V.graph.sizevars.statically_known_equals(
-                sympy_product(kernel.ranges), V.graph.get_numel(name)
+                sympy_product(ranges), V.graph.get_numel(name)
             )
     except InternalsMoved:  # counted and logged there: this store keeps nothing
         return False
 
 
 def _local_buffer(name: str) -> bool:
+    """Whether `name` is a buffer of an outer-loop-fused kernel's own, local
+    to a part of its loops."""
+    from torch._inductor.codegen.cpp_utils import LocalBufferContext
     from torch._inductor.virtualized import V
 
-    context = getattr(V, "local_buffer_context", None)
-    try:
-        return name in getattr(context, "local_buffers", {})
-    except Exception:  # no context set: V raises where none is installed
-        return False
+    context = V.local_buffer_context
+    return isinstance(context, LocalBufferContext) and name in context.local_buffers
 
 
-def keep_statistics(kernel, name: str, index, value, mode, vector: bool) -> None:
+def keep_statistics(kernel, name: str, index, value, mode, vector: bool, reduction: bool) -> None:
     """After `kernel` (a sub-kernel of a C++ kernel: scalar, vector, tail)
-    wrote its store of `name`: the line that keeps the statistics of what
-    it stores, under the store's DeferredLine name, so that it goes where
-    the store goes."""
+    wrote its store of `name` (`reduction`: of a reduction's result, after
+    its loop): the line that keeps the statistics of what it stores, under
+    the store's DeferredLine name, so that it goes where the store goes."""
     from torch._inductor.codegen.common import DeferredLine
+    from torch._inductor.codegen.cpp_utils import DTYPE_TO_CPP, cexpr_index
     from torch._inductor.virtualized import V
 
     group: _GroupKept | None = getattr(kernel.args, "_aoti_kept", None)
@@ -151,15 +154,18 @@ def keep_statistics(kernel, name: str, index, value, mode, vector: bool) -> None
     if group.buffers.get(name, 0) is None:
         return
     stored_here = kernel.__dict__.setdefault("_aoti_stored_names", set())
+    dtype = V.graph.get_dtype(name)
+    # A vector kernel's reduction into one value per row stores a scalar.
+    lanes = vector and not (reduction and kernel.tiling_idx >= kernel.reduction_depth)
     if (
         mode is not None
         or type(kernel).__name__ not in ("CppKernel", "CppVecKernel")
         # A scalar stored into every lane (a fill): its vector is another's.
-        or (vector and not getattr(value, "is_vec", False))
+        or (lanes and not reduction and not getattr(value, "is_vec", False))
         or name in stored_here
         or _local_buffer(name)
-        or str(V.graph.get_dtype(name)).removeprefix("torch.") not in _KEPT_DTYPES
-        or not _whole(kernel, name, index)
+        or str(dtype).removeprefix("torch.") not in _KEPT_DTYPES
+        or not _whole(kernel, name, index, reduction)
     ):
         _keeps_nothing(group, name)
         return
@@ -173,15 +179,16 @@ def keep_statistics(kernel, name: str, index, value, mode, vector: bool) -> None
             group.first = slot
         group.buffers[name] = slot - group.first
     place = group.buffers[name]
-    if vector:
-        from torch._inductor.codegen.cpp_utils import cexpr_index
-
+    ctype = DTYPE_TO_CPP[dtype]
+    if lanes:
+        if reduction and str(dtype) != "torch.float32":
+            # What store_reduction stores: the float result converted, by this name.
+            value = f"{ctype.replace('::', '_')}_{value}"
         add = f"add_vector({value}, {cexpr_index(kernel.num_elems)})"
     else:
-        from torch._inductor.codegen.cpp_utils import DTYPE_TO_CPP
-
-        add = f"add(static_cast<float>(static_cast<{DTYPE_TO_CPP[V.graph.get_dtype(name)]}>({value})))"
-    kernel.stores.writeline(DeferredLine(name, f"if ({_SLOTS}) {_KEPT}[{place}].{add};"))
+        add = f"add(static_cast<float>(static_cast<{ctype}>({value})))"
+    lines = kernel.reduction_suffix if reduction else kernel.stores
+    lines.writeline(DeferredLine(name, f"if ({_SLOTS}) {_KEPT}[{place}].{add};"))
 
 
 def kept_by_group(group: _GroupKept, args) -> tuple:
@@ -230,10 +237,21 @@ def keep_cpu_statistics_in(module: ModuleType) -> None:
         def make(original):
             def store(self, name, index, value, mode=None, *args, **kwargs):
                 result = original(self, name, index, value, mode, *args, **kwargs)
-                keep_statistics(self, name, index, value, mode, vector)
+                keep_statistics(self, name, index, value, mode, vector, reduction=False)
                 return result
 
             return store
+
+        return make
+
+    def make_store_reduction(vector: bool):
+        def make(original):
+            def store_reduction(self, name, index, value, *args, **kwargs):
+                result = original(self, name, index, value, *args, **kwargs)
+                keep_statistics(self, name, index, value, None, vector, reduction=True)
+                return result
+
+            return store_reduction
 
         return make
 
@@ -297,6 +315,15 @@ def keep_cpu_statistics_in(module: ModuleType) -> None:
     for cls, vector in (("CppKernel", False), ("CppVecKernel", True), ("CppTile2DKernel", True)):
         wrap_method(
             module, cls, "store", make_store(vector), lost, ("name", "index", "value", "mode")
+        )
+    for cls, vector in (("CppKernel", False), ("CppVecKernel", True)):
+        wrap_method(
+            module,
+            cls,
+            "store_reduction",
+            make_store_reduction(vector),
+            lost,
+            ("name", "index", "value"),
         )
     wrap_method(module, "KernelGroup", "__init__", make_group_init, lost)
     wrap_method(module, "KernelGroup", "codegen_group", make_codegen_group, lost)
