@@ -17,6 +17,8 @@
 #include "sources.h"
 #include "trap.h"
 
+#include <ATen/ops/zeros.h>
+
 #include <atomic>
 #include <cstdio>
 #include <mutex>
