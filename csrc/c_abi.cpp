@@ -4,6 +4,7 @@
 
 #include "finding.h"
 #include "json.h"
+#include "kept.h"
 #include "output.h"
 #include "settings.h"
 #include "shim.h"
@@ -123,13 +124,13 @@ void aoti_debug_printer_statistics_workspace(AtenTensorHandle workspace) {
 
 AtenTensorHandle aoti_debug_printer_cpu_statistics(void) {
   // The handle of the thread's own tensor: never deleted by the caller.
-  return reinterpret_cast<AtenTensorHandle>(const_cast<at::Tensor*>(cpu_statistics()));
+  return reinterpret_cast<AtenTensorHandle>(const_cast<at::Tensor*>(kept::cpu_workspace()));
 }
 
 int64_t* aoti_debug_printer_keep_cpu_statistics(int64_t first, int64_t fields) {
   if (runtime_level() == Level::Off) return nullptr;  // switched off: the kernels keep nothing
   int64_t* slots = nullptr;
-  guarded(__func__, [&] { slots = keep_cpu_statistics(first, fields); });
+  guarded(__func__, [&] { slots = kept::keep_cpu(first, fields); });
   return slots;
 }
 

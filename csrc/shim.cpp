@@ -9,6 +9,7 @@
 #include "guard.h"
 #include "inputs.h"
 #include "job.h"
+#include "kept.h"
 #include "late.h"
 #include "output.h"
 #include "save.h"
@@ -16,8 +17,6 @@
 #include "shim.h"
 #include "sources.h"
 #include "trap.h"
-
-#include <ATen/ops/zeros.h>
 
 #include <atomic>
 #include <cstdio>
@@ -63,10 +62,6 @@ struct ThreadState {
   // The run's statistics workspaces that records wait for (mostly one), to
   // be copied back at the run's end.
   std::vector<std::shared_ptr<device::StoredRun>> stored_runs;
-  // Where the C++ kernels keep the statistics of what they store, slot by
-  // slot as the kernels zero theirs (keep_cpu_statistics): int64, grown as
-  // the run's kernels ask for more, and never moved otherwise.
-  at::Tensor cpu_statistics;
 };
 thread_local ThreadState state;
 std::atomic<int64_t> next_run{0};
@@ -143,40 +138,9 @@ std::shared_ptr<device::StoredRun> stored_run_of(const at::Tensor& workspace) {
 }
 }  // namespace
 
-namespace {
-// Whether this run's records take what the kernels keep: only a printed
-// record takes its statistics from a slot (record_and_check), and never
-// where the guard reads every tensor or a capture's replays do.
-bool records_take_kept_statistics() {
-  if (level_now(runtime_level(), Level::Print) != Level::Print) return false;
-  const Settings& settings = settings_now();
-  return settings.rank_selected() && settings.guard == 0 && !graphs::capturing();
-}
-}  // namespace
-
 void statistics_workspace(const at::Tensor* workspace) {
   if (workspace == nullptr || !device::is_statistics_workspace(*workspace)) return;
-  if (records_take_kept_statistics()) device::switch_on_stored(*workspace);
-}
-
-const at::Tensor* cpu_statistics() { return &state.cpu_statistics; }
-
-int64_t* keep_cpu_statistics(int64_t first, int64_t fields) {
-  if (first < 0 || fields <= 0 || !records_take_kept_statistics()) return nullptr;
-  at::Tensor& kept = state.cpu_statistics;
-  const int64_t needed = first + fields;
-  if (!kept.defined() || kept.numel() < needed) {
-    // Grown in place of the old: the slots of the run's earlier kernels,
-    // which later records may still read, come along.
-    at::Tensor grown =
-        at::zeros({std::max<int64_t>(needed, 2 * (kept.defined() ? kept.numel() : 0))},
-                  at::TensorOptions().dtype(at::kLong));
-    if (kept.defined()) grown.narrow(0, 0, kept.numel()).copy_(kept);
-    kept = std::move(grown);
-  }
-  int64_t* slots = kept.data_ptr<int64_t>() + first;
-  std::fill(slots, slots + fields, int64_t{0});
-  return slots;
+  if (kept::records_take_them()) device::switch_on_stored(*workspace);
 }
 
 void end_run() {
@@ -578,7 +542,7 @@ Stop record_and_check(Level compiled, Phase phase, Role given_role, const at::Te
   // no second read).
   const bool from_slot =
       stored && action == Action::Print && !guarding && !unwritten_output &&
-      can_record_stored(*t, *stored->workspace, state.cpu_statistics, settings.max_values);
+      can_record_stored(*t, *stored->workspace, *kept::cpu_workspace(), settings.max_values);
   // A constant's record takes what its first record read, while it is
   // unchanged; the first reads it, and what it reads is remembered.
   const bool constant = !from_slot && action == Action::Print && phase == Phase::BeforeLaunch &&

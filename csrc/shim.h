@@ -58,13 +58,6 @@ struct Stored {
 // The run's statistics workspace, zeroed (aoti_debug_printer_statistics_workspace):
 // switches the kernels' statistics on where this run's records print them.
 void statistics_workspace(const at::Tensor* workspace);
-// This thread's CPU statistics workspace (aoti_debug_printer_cpu_statistics):
-// undefined until a kernel first keeps statistics on the thread.
-const at::Tensor* cpu_statistics();
-// Zeroes `fields` fields of it from `first`, grown to hold them, and returns
-// where they start; nullptr where this run's records take nothing from the
-// kernels (aoti_debug_printer_keep_cpu_statistics).
-int64_t* keep_cpu_statistics(int64_t first, int64_t fields);
 
 // A record of a model compiled at `compiled`, which the run-time level
 // turns into a save, a print or nothing (settings.h: action_at). `t ==

@@ -47,6 +47,7 @@ from .switches import (
 )
 from .wraps import (
     consults_printer_for_cpu_kernels,
+    keep_cpu_statistics_in,
     keep_stored_statistics_in,
     note_kernel_nodes_in,
     note_lines_in,
@@ -172,8 +173,6 @@ def _patch(module: ModuleType) -> None:
     if module.__name__ in _TRITON_MODULES and hooks_wanted() != "require":
         keep_stored_statistics_in(module)
     if module.__name__ == _CPP_MODULE and hooks_wanted() != "require":
-        from .kept_cpp import keep_cpu_statistics_in  # loads the library: not at import
-
         keep_cpu_statistics_in(module)
     if module.__name__ == _TRITON_MODULES[1]:
         return  # nothing else of ours is there

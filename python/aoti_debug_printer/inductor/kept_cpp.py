@@ -29,14 +29,10 @@ kernel stores twice.
 
 from __future__ import annotations
 
-import logging
 from functools import cache
-from types import ModuleType
 
 from .._native import HEADER, KERNEL_HEADER
-from .stored_stats import FIELDS, call_of_kept, claim_slot, wanted
-
-log = logging.getLogger(__name__)
+from .stored_stats import FIELDS, claim_slot, wanted
 
 # The wrapper's expression for the workspace its records read.
 WORKSPACE = "aoti_debug_printer::cpu_statistics(AOTI_DEBUG_PRINTER_API)"
@@ -46,7 +42,7 @@ _KEPT = "aoti_kept"
 _KEPT_DTYPES = ("float32", "float16", "bfloat16")
 
 
-class _GroupKept:
+class GroupKept:
     """What one C++ kernel (an Inductor KernelGroup: one function) keeps:
     its first slot, and each stored buffer's place after it (None: stored
     twice, or by a store that keeps nothing, so no slot tells what it
@@ -69,7 +65,7 @@ def _kept_line_class():
         function, a parallel region) but known only once the whole kernel
         is: how many buffers it keeps. None (no line) where it keeps none."""
 
-        def __init__(self, group: _GroupKept, text: str, prefix: str = "") -> None:
+        def __init__(self, group: GroupKept, text: str, prefix: str = "") -> None:
             super().__init__(prefix + text)
             self.group, self.text, self.prefix = group, text, prefix
 
@@ -84,25 +80,25 @@ def _kept_line_class():
     return KeptLine
 
 
-def _KeptLine(group: _GroupKept, text: str):
+def _kept_line(group: GroupKept, text: str):
     return _kept_line_class()(group, text)
 
 
-def _declare(group: _GroupKept, function_scope: bool) -> list:
+def declare(group: GroupKept, function_scope: bool) -> list:
     lines = []
     if function_scope:
         lines.append(
-            _KeptLine(group, f"int64_t* const {_SLOTS} = aoti_debug_printer::kernel_statistics;")
+            _kept_line(group, f"int64_t* const {_SLOTS} = aoti_debug_printer::kernel_statistics;")
         )
-    lines.append(_KeptLine(group, f"aoti_debug_printer::Kept<{{count}}> {_KEPT};"))
+    lines.append(_kept_line(group, f"aoti_debug_printer::Kept<{{count}}> {_KEPT};"))
     return lines
 
 
-def _merge(group: _GroupKept):
-    return _KeptLine(group, f"{_KEPT}.merge_into({_SLOTS});")
+def merge(group: GroupKept):
+    return _kept_line(group, f"{_KEPT}.merge_into({_SLOTS});")
 
 
-def _keeps_nothing(group: _GroupKept, name: str) -> None:
+def _keeps_nothing(group: GroupKept, name: str) -> None:
     group.buffers[name] = None
 
 
@@ -148,7 +144,7 @@ def keep_statistics(kernel, name: str, index, value, mode, vector: bool, reducti
     from torch._inductor.codegen.cpp_utils import DTYPE_TO_CPP, cexpr_index
     from torch._inductor.virtualized import V
 
-    group: _GroupKept | None = getattr(kernel.args, "_aoti_kept", None)
+    group: GroupKept | None = getattr(kernel.args, "_aoti_kept", None)
     if group is None or not wanted():
         return
     if group.buffers.get(name, 0) is None:
@@ -191,7 +187,7 @@ def keep_statistics(kernel, name: str, index, value, mode, vector: bool, reducti
     lines.writeline(DeferredLine(name, f"if ({_SLOTS}) {_KEPT}[{place}].{add};"))
 
 
-def kept_by_group(group: _GroupKept, args) -> tuple:
+def kept_by_group(group: GroupKept, args) -> tuple:
     """What the kernel's call keeps: the workspace expression, each buffer it
     stores whole by the wrapper's name with its slot's first field, and the
     fields the kernel's slots span (the wrapper zeroes them before the call)."""
@@ -222,114 +218,5 @@ def keep_slots_line(kept: tuple) -> str:
     )
 
 
-def _kernel_preamble() -> str:
+def kernel_preamble() -> str:
     return f"{HEADER.read_text()}\n{KERNEL_HEADER.read_text()}\n"
-
-
-def keep_cpu_statistics_in(module: ModuleType) -> None:
-    """Inductor's C++ kernels (codegen/cpp.py): their stores, the scopes of
-    their functions and parallel regions, and their calls."""
-    from .wraps import wrap_method
-
-    lost = "records of C++ kernels' outputs each take a statistics pass"
-
-    def make_store(vector: bool):
-        def make(original):
-            def store(self, name, index, value, mode=None, *args, **kwargs):
-                result = original(self, name, index, value, mode, *args, **kwargs)
-                keep_statistics(self, name, index, value, mode, vector, reduction=False)
-                return result
-
-            return store
-
-        return make
-
-    def make_store_reduction(vector: bool):
-        def make(original):
-            def store_reduction(self, name, index, value, *args, **kwargs):
-                result = original(self, name, index, value, *args, **kwargs)
-                keep_statistics(self, name, index, value, None, vector, reduction=True)
-                return result
-
-            return store_reduction
-
-        return make
-
-    def make_group_init(original):
-        def __init__(self, *args, **kwargs):
-            original(self, *args, **kwargs)
-            if wanted():
-                group = _GroupKept()
-                self.args._aoti_kept = group
-                self.ws._aoti_kept = group
-                self.loops_code.writelines(_declare(group, function_scope=True))
-
-        return __init__
-
-    def make_codegen_group(original):
-        def codegen_group(self, *args, **kwargs):
-            group = getattr(self.args, "_aoti_kept", None)
-            if group is None:
-                return original(self, *args, **kwargs)
-            self.stack.close()  # every parallel region merged and closed first
-            self.loops_code.writeline(_merge(group))
-            code = original(self, *args, **kwargs)
-            return _kernel_preamble() + code if code and group.count() else code
-
-        return codegen_group
-
-    def make_call_kernel(original):
-        def call_kernel(self, wrapper, kernel_name, *args, **kwargs):
-            group = getattr(self.args, "_aoti_kept", None)
-            if group is None:
-                return original(self, wrapper, kernel_name, *args, **kwargs)
-            with call_of_kept(kept_by_group(group, self.args)):
-                return original(self, wrapper, kernel_name, *args, **kwargs)
-
-        return call_kernel
-
-    def make_parallel(original):
-        def parallel(self, threads, *args, **kwargs):
-            was_open = self.in_parallel and self.num_threads == threads
-            result = original(self, threads, *args, **kwargs)
-            group = getattr(self, "_aoti_kept", None)
-            if group is not None and self.in_parallel and not was_open:
-                # This thread's own, in the region.
-                self.code.writelines(_declare(group, function_scope=False))
-            return result
-
-        return parallel
-
-    def make_closing(original):
-        def closing(self, *args, **kwargs):
-            group = getattr(self, "_aoti_kept", None)
-            if group is not None and self.in_parallel:
-                self.code.writeline(_merge(group))
-            return original(self, *args, **kwargs)
-
-        return closing
-
-    # Every class of C++ kernel that stores: a proxy makes several for one
-    # loop nest and emits some, so a buffer that any of them stores in a
-    # way that keeps nothing (a tile's transposed store) keeps nothing.
-    for cls, vector in (("CppKernel", False), ("CppVecKernel", True), ("CppTile2DKernel", True)):
-        wrap_method(
-            module, cls, "store", make_store(vector), lost, ("name", "index", "value", "mode")
-        )
-    for cls, vector in (("CppKernel", False), ("CppVecKernel", True)):
-        wrap_method(
-            module,
-            cls,
-            "store_reduction",
-            make_store_reduction(vector),
-            lost,
-            ("name", "index", "value"),
-        )
-    wrap_method(module, "KernelGroup", "__init__", make_group_init, lost)
-    wrap_method(module, "KernelGroup", "codegen_group", make_codegen_group, lost)
-    wrap_method(
-        module, "KernelGroup", "call_kernel", make_call_kernel, lost, ("wrapper", "kernel_name")
-    )
-    wrap_method(module, "WorkSharing", "parallel", make_parallel, lost, ("threads",))
-    wrap_method(module, "WorkSharing", "close", make_closing, lost)
-    wrap_method(module, "WorkSharing", "__exit__", make_closing, lost)

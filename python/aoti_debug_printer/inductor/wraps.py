@@ -393,3 +393,127 @@ def keep_stored_statistics_in(module: ModuleType) -> None:
     wrap_method(
         module, "TritonKernel", "call_kernel", make_call_kernel, lost, params=("name", "node")
     )
+
+
+def keep_cpu_statistics_in(module: ModuleType) -> None:
+    """Inductor's C++ kernels (codegen/cpp.py; kept_cpp.py): their stores,
+    the scopes of their functions and parallel regions, and their calls,
+    so that they keep the statistics of what they store. No hook of
+    patches/ covers this: these are wrapped on every torch."""
+    # kept_cpp loads the library: imported as Inductor calls these, not here.
+    lost = "records of C++ kernels' outputs each take a statistics pass"
+
+    def make_store(vector: bool):
+        def make(original):
+            def store(self, name, index, value, mode=None, *args, **kwargs):
+                from . import kept_cpp
+
+                result = original(self, name, index, value, mode, *args, **kwargs)
+                kept_cpp.keep_statistics(self, name, index, value, mode, vector, reduction=False)
+                return result
+
+            return store
+
+        return make
+
+    def make_store_reduction(vector: bool):
+        def make(original):
+            def store_reduction(self, name, index, value, *args, **kwargs):
+                from . import kept_cpp
+
+                result = original(self, name, index, value, *args, **kwargs)
+                kept_cpp.keep_statistics(self, name, index, value, None, vector, reduction=True)
+                return result
+
+            return store_reduction
+
+        return make
+
+    def make_group_init(original):
+        def __init__(self, *args, **kwargs):
+            from . import kept_cpp, stored_stats
+
+            original(self, *args, **kwargs)
+            if stored_stats.wanted():
+                group = kept_cpp.GroupKept()
+                self.args._aoti_kept = group
+                self.ws._aoti_kept = group
+                self.loops_code.writelines(kept_cpp.declare(group, function_scope=True))
+
+        return __init__
+
+    def make_codegen_group(original):
+        def codegen_group(self, *args, **kwargs):
+            from . import kept_cpp
+
+            group = getattr(self.args, "_aoti_kept", None)
+            if group is None:
+                return original(self, *args, **kwargs)
+            self.stack.close()  # every parallel region merged and closed first
+            self.loops_code.writeline(kept_cpp.merge(group))
+            code = original(self, *args, **kwargs)
+            return kept_cpp.kernel_preamble() + code if code and group.count() else code
+
+        return codegen_group
+
+    def make_call_kernel(original):
+        def call_kernel(self, wrapper, kernel_name, *args, **kwargs):
+            from . import kept_cpp, stored_stats
+
+            group = getattr(self.args, "_aoti_kept", None)
+            if group is None:
+                return original(self, wrapper, kernel_name, *args, **kwargs)
+            with stored_stats.call_of_kept(kept_cpp.kept_by_group(group, self.args)):
+                return original(self, wrapper, kernel_name, *args, **kwargs)
+
+        return call_kernel
+
+    def make_parallel(original):
+        def parallel(self, threads, *args, **kwargs):
+            from . import kept_cpp
+
+            was_open = self.in_parallel and self.num_threads == threads
+            result = original(self, threads, *args, **kwargs)
+            group = getattr(self, "_aoti_kept", None)
+            if group is not None and self.in_parallel and not was_open:
+                # This thread's own, in the region.
+                self.code.writelines(kept_cpp.declare(group, function_scope=False))
+            return result
+
+        return parallel
+
+    def make_closing(original):
+        def closing(self, *args, **kwargs):
+            from . import kept_cpp
+
+            group = getattr(self, "_aoti_kept", None)
+            if group is not None and self.in_parallel:
+                self.code.writeline(kept_cpp.merge(group))
+            return original(self, *args, **kwargs)
+
+        return closing
+
+    # Every class of C++ kernel that stores: a proxy makes several for one
+    # loop nest and emits some, so a buffer that any of them stores in a
+    # way that keeps nothing (a tile's transposed store) keeps nothing.
+    for cls, vector in (("CppKernel", False), ("CppVecKernel", True), ("CppTile2DKernel", True)):
+        wrap_method(
+            module, cls, "store", make_store(vector), lost, ("name", "index", "value", "mode")
+        )
+    for cls, vector in (("CppKernel", False), ("CppVecKernel", True)):
+        wrap_method(
+            module,
+            cls,
+            "store_reduction",
+            make_store_reduction(vector),
+            lost,
+            ("name", "index", "value"),
+        )
+    wrap_method(module, "KernelGroup", "__init__", make_group_init, lost)
+    wrap_method(module, "KernelGroup", "codegen_group", make_codegen_group, lost)
+    wrap_method(
+        module, "KernelGroup", "call_kernel", make_call_kernel, lost, ("wrapper", "kernel_name")
+    )
+    wrap_method(module, "WorkSharing", "parallel", make_parallel, lost, ("threads",))
+    wrap_method(module, "WorkSharing", "close", make_closing, lost)
+    wrap_method(module, "WorkSharing", "__exit__", make_closing, lost)
