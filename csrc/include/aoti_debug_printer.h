@@ -556,8 +556,9 @@ inline AtenTensorHandle cpu_statistics(const aoti_debug_printer_api* api) {
 
 // Where the C++ kernel about to be called reduces what it stores: set by
 // the wrapper just before the call, on the thread that makes it, from
-// keep_cpu_statistics; read once as the kernel starts, before its threads
-// do. The package's one definition serves its wrapper and its kernels.
+// keep_cpu_statistics; taken (and left null) as the kernel starts, before
+// its threads run. The package's one definition serves its wrapper and its
+// kernels.
 inline thread_local int64_t* kernel_statistics = nullptr;
 
 inline int64_t* keep_cpu_statistics(const aoti_debug_printer_api* api, int64_t first,

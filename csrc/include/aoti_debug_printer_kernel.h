@@ -19,6 +19,7 @@
 #include <cstring>
 #include <mutex>
 #include <type_traits>
+#include <utility>
 
 namespace aoti_debug_printer {
 

@@ -18,7 +18,7 @@ the call, from the library's `keep_cpu_statistics`, which zeroes the
 kernel's slots in this thread's CPU workspace, or gives none where the run's
 records take nothing from kernels; the kernel reads it once as it starts,
 before its threads do. The slots are numbered with the Triton kernels',
-per graph (stored_stats.next_slot), so that a later kernel's record of a
+per graph (stored_stats.claim_slot), so that a later kernel's record of a
 buffer nothing wrote since still finds its slot.
 
 Only Inductor's scalar and vector kernels keep them: a 2-D tile's
@@ -51,9 +51,10 @@ class GroupKept:
     def __init__(self) -> None:
         self.first: int | None = None
         self.buffers: dict[str, int | None] = {}
+        self.claimed = 0  # slots taken, one after another from `first`
 
     def count(self) -> int:
-        return len(self.buffers)
+        return self.claimed
 
 
 @cache
@@ -88,7 +89,13 @@ def declare(group: GroupKept, function_scope: bool) -> list:
     lines = []
     if function_scope:
         lines.append(
-            _kept_line(group, f"int64_t* const {_SLOTS} = aoti_debug_printer::kernel_statistics;")
+            # Taken, not read: a kernel whose call set none (its buffers kept
+            # nothing after all) finds none, never an earlier call's slots.
+            _kept_line(
+                group,
+                f"int64_t* const {_SLOTS} = "
+                "std::exchange(aoti_debug_printer::kernel_statistics, nullptr);",
+            )
         )
     lines.append(_kept_line(group, f"aoti_debug_printer::Kept<{{count}}> {_KEPT};"))
     return lines
@@ -167,13 +174,14 @@ def keep_statistics(kernel, name: str, index, value, mode, vector: bool, reducti
         return
     stored_here.add(name)
     if name not in group.buffers:
-        slot = claim_slot(V.graph, None if group.first is None else group.first + group.count())
+        slot = claim_slot(V.graph, None if group.first is None else group.first + group.claimed)
         if slot is None:  # another kernel's slot between: this one keeps nothing
             _keeps_nothing(group, name)
             return
         if group.first is None:
             group.first = slot
-        group.buffers[name] = slot - group.first
+        group.buffers[name] = group.claimed
+        group.claimed += 1
     place = group.buffers[name]
     ctype = DTYPE_TO_CPP[dtype]
     if lanes:
