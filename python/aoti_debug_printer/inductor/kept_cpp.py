@@ -226,5 +226,6 @@ def keep_slots_line(kept: tuple) -> str:
     )
 
 
+@cache  # read once, not per kernel
 def kernel_preamble() -> str:
     return f"{HEADER.read_text()}\n{KERNEL_HEADER.read_text()}\n"
