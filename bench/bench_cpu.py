@@ -14,9 +14,12 @@
    formatting and writing cost of the level-2 overhead;
 3. per-tensor statistics of one large tensor: ours against PyTorch's
    built-in aoti_torch_print_tensor_handle (called from libtorch itself),
-   and that tensor saved by level 1, against the disk's sequential write.
+   and that tensor saved by level 1, against the disk's sequential write;
+4. level 1 of a deep model (100 blocks of 512x512 activations: 400 MiB a
+   run) to the disk, its snapshots written behind the model (the default)
+   and on the model's thread (save_memory=0), synced, against the disk.
 
-    python bench/bench_cpu.py [--blocks 24] [--runs 20] [--numel 67108864]
+    python bench/bench_cpu.py [--blocks 24] [--runs 20] [--numel 67108864] [--deep-blocks 100]
 """
 
 from __future__ import annotations
@@ -131,6 +134,7 @@ def time_level_1(
         start = time.perf_counter()
         run(*inputs)
         synchronize()
+        aoti_debug_printer.wait_for_saves()  # the saver's thread writes behind the model
         sync_file_system(directory)
         ms = (time.perf_counter() - start) * 1e3
         files = [p for p in dump.rglob("*") if p.is_file()]
@@ -210,6 +214,14 @@ def main() -> None:
     parser.add_argument(
         "--numel", type=int, default=64 * 2**20, help="elements of the large tensor"
     )
+    parser.add_argument(
+        "--deep-blocks",
+        type=int,
+        default=100,
+        help="blocks of the model whose level-1 dump is timed to the disk; 0: none",
+    )
+    parser.add_argument("--deep-width", type=int, default=512)
+    parser.add_argument("--deep-batch", type=int, default=512)
     args = parser.parse_args()
 
     torch.manual_seed(0)
@@ -309,6 +321,53 @@ def main() -> None:
     shutil.rmtree(directory)
     print(f"\nOne level-1 snapshot of it, synced: {snapshot_ms:.1f} ms")
     print(level_1_line(saved, snapshot_ms, disk))
+
+    if args.deep_blocks:
+        bench_level_1_deep(args.deep_blocks, args.deep_width, args.deep_batch)
+
+
+def file_system_of(path: Path) -> str:
+    """The type of the file system holding `path` (/proc/mounts' longest
+    mount point above it): a dump to tmpfs would be timed against memory."""
+    best, kind = "", "unknown"
+    for line in Path("/proc/mounts").read_text().splitlines():
+        _, point, fs_type, *_ = line.split()
+        if str(path.resolve()).startswith(point) and len(point) > len(best):
+            best, kind = point, fs_type
+    return kind
+
+
+def bench_level_1_deep(blocks: int, width: int, batch: int) -> None:
+    """Level 1 of a deep model to the disk: its snapshots written behind the
+    model by the saver's thread (the default), against the same package
+    saving on the model's thread (save_memory=0), interleaved, each timed
+    until its files are synced, against the disk's sequential write."""
+    torch.manual_seed(0)
+    model = ManyKernels(blocks, width).eval()
+    x = torch.randn(batch, width)
+    with tempfile.TemporaryDirectory() as tmp:
+        run = torch._inductor.aoti_load_package(
+            str(compile_at(model, x, "1", True, Path(tmp) / "deep1.pt2"))
+        )
+        off = torch._inductor.aoti_load_package(
+            str(compile_at(model, x, "0", True, Path(tmp) / "deep0.pt2"))
+        )
+    off_ms = median_ms(lambda: off(x), 3)
+    directory = Path(tempfile.mkdtemp(prefix="bench-level1-deep-"))
+    results: dict[str, list[tuple[float, int]]] = {"behind the model": [], "on its thread": []}
+    for _ in range(2):
+        for name, memory in (("behind the model", "512"), ("on its thread", "0")):
+            with aoti_debug_printer.options(save_memory=memory):
+                results[name].append(time_level_1(run, (x,), directory, 2))
+    disk = disk_write_bandwidth(directory, 2**30)
+    print(
+        f"\nLevel 1 of {blocks} blocks ({width} wide, batch {batch}) to {file_system_of(directory)}, "
+        f"synced (printer off: {off_ms:.1f} ms):"
+    )
+    for name, times in results.items():
+        ms, saved = min(times)
+        print(f"  saved {name:<18}{ms:>9.1f} ms  " + level_1_line(saved, ms, disk).strip())
+    shutil.rmtree(directory)
 
 
 if __name__ == "__main__":

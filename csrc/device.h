@@ -97,6 +97,22 @@ TensorStats stored_stats(const StoredRun& run, int64_t field, int64_t numel,
 // The same, read now: waits for the slot on the current stream.
 TensorStats stored_stats_now(const at::Tensor& workspace, int64_t field, int64_t numel);
 
+// Level 1 off the model's thread (saver.h): a CUDA tensor's bytes copied
+// into pinned host memory the saver stages them in, queued on its current
+// stream without waiting. Pinned memory of `bytes` (portable: any device's
+// copies may land in it), freed with the pointer; it throws where CUDA
+// cannot give it.
+std::shared_ptr<uint8_t> pinned_host_memory(int64_t bytes);
+// Copies `bytes` from `t`'s data pointer into `host`, then 1 into
+// `*ticket` (pinned too, 0 before), both queued on `t`'s current stream:
+// the copy has landed once the ticket reads 1. Throws where CUDA refuses
+// the copy (a context an earlier kernel broke).
+struct HostCopy;
+std::shared_ptr<HostCopy> copy_to_host_later(const at::Tensor& t, int64_t bytes, void* host,
+                                             int64_t* ticket);
+// Waits for the copy; "" or CUDA's error, after which it never lands.
+std::string wait_for(const HostCopy& copy);
+
 // CUDA graphs. Whether the current stream of the current device is being
 // captured (never true where this process has no CUDA context: the check
 // creates none).

@@ -3,6 +3,7 @@
 #include "job.h"
 #include "output.h"
 #include "save.h"
+#include "saver.h"
 
 namespace aoti_debug_printer {
 namespace {
@@ -12,6 +13,9 @@ thread_local std::string last_stop;
 std::string note(const std::string& output, const std::string& dump_dir, const Finding& finding) {
   if (!finding.record.empty()) emit(output, finding.record);
   if (finding.noted.empty()) return finding.unnoted;
+  // What was taken before it is in the dump before the finding is, and
+  // before the run (or the process) stops.
+  saver::wait_for_saves();
   if (finding.kernel) return note_finding_in_dump(dump_dir, finding.noted);
   saving([&] { append_to_manifest(dump_dir, finding.noted); });
   return "";

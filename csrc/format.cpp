@@ -301,6 +301,7 @@ std::string format_json(const TensorRecord& r, const std::string& file,
   }
   if (!file.empty()) o.text("file", file);
   if (!unsaved.empty()) o.text("unsaved", unsaved);
+  if (r.save_waited_ms > 0) o.number("save_waited_ms", r.save_waited_ms);
   return o.object();
 }
 

@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <mutex>
+#include <stdexcept>
 
 namespace aoti_debug_printer::device {
 
@@ -79,6 +80,18 @@ TensorStats stored_stats(const StoredRun&, int64_t, int64_t, const std::string&)
 TensorStats stored_stats_now(const at::Tensor&, int64_t, int64_t) {
   TORCH_CHECK(false, "aoti-debug-printer was built without CUDA");
 }
+
+std::shared_ptr<uint8_t> pinned_host_memory(int64_t) {
+  throw std::runtime_error("this build has no CUDA");
+}
+
+struct HostCopy {};
+
+std::shared_ptr<HostCopy> copy_to_host_later(const at::Tensor&, int64_t, void*, int64_t*) {
+  throw std::runtime_error("this build has no CUDA");
+}
+
+std::string wait_for(const HostCopy&) { return ""; }
 
 bool capturing() { return false; }
 

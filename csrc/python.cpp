@@ -8,6 +8,7 @@
 #include "output.h"
 #include "record.h"
 #include "save.h"
+#include "saver.h"
 #include "settings.h"
 #include "shim.h"
 #include "sources.h"
@@ -297,6 +298,9 @@ PYBIND11_MODULE(_C, m) {
         "How many tensors printed records have read, in all threads: a tensor recorded again "
         "while no kernel wrote it since is read once.");
   m.def("save_failures", &save_failures);
+  m.def("wait_for_saves", &aoti_debug_printer::saver::wait_for_saves,
+        py::call_guard<py::gil_scoped_release>(),
+        "Returns once every snapshot level 1 has queued in this process is written.");
   m.def("safe_name_part", &safe_name_part, py::arg("name"));
   m.def("package_loaded", &note_package_loaded, py::arg("path"),
         "A .pt2 this process loaded: a finding's repro line names it where it is the only one.");

@@ -79,6 +79,10 @@ struct TensorRecord {
   // Flattened values in row-major order, already formatted per dtype;
   // empty unless numel <= max_values.
   std::vector<std::string> values;
+  // Level 1: how long the model's thread waited for the disk before this
+  // snapshot could be taken (the saver's memory was full, or the snapshot
+  // was saved on that thread: saver.h).
+  double save_waited_ms = 0;
 };
 
 // The one device-to-host copy: the tensor in its own dtype, on the CPU.

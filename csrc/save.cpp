@@ -127,6 +127,10 @@ std::string publish(const std::string& dir, const std::string& stem, const FileW
     ::close(fd);
     throw;
   }
+  // The disk starts on the file now, while the next one is made, rather
+  // than when the kernel's writeback gets to it: a dump is on the disk
+  // soon after its last file is written. Asks only; waits for nothing.
+  (void)::sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
   const std::string taken_key = in_dir(dir, stem);
   uint64_t suffix = taken_names().first_free(taken_key);
   std::string name;
@@ -429,28 +433,29 @@ void append_to_manifest(const std::string& dir, const std::string& line) {
   append_line(in_dir(dir, "manifest.jsonl"), line);
 }
 
-// Before a run's first snapshot in a directory: the run's environment
-// record goes into its manifest, and temporary files killed runs left there
-// are removed. A run belongs to one thread and its snapshots come in order,
-// so remembering the last (run, rank, directory) a thread noted is enough:
-// no lock and no set growing with every run, and nothing per snapshot.
-void begin_saving(const std::string& dir, const TensorRecord& record) {
+std::string environment_to_note(const std::string& dir, const TensorRecord& record) {
+  // A run belongs to one thread and its snapshots come in order, so
+  // remembering the last (run, rank, directory) a thread noted is enough: no
+  // lock and no set growing with every run, and nothing per snapshot.
   struct Noted {
     int64_t run = -1, rank = -1;
     std::string dir;
   };
   thread_local Noted last;
   const Where& w = record.where;
-  if (last.run == w.run && last.rank == w.rank && last.dir == dir) return;
-  remove_leftovers(dir);
-  append_line(in_dir(dir, "manifest.jsonl"), format_environment(w, record.device.str()));
+  if (last.run == w.run && last.rank == w.rank && last.dir == dir) return "";
   last = {w.run, w.rank, dir};
+  return format_environment(w, record.device.str());
 }
 
 std::string save_snapshot(const std::string& dir, const TensorRecord& record,
-                          const at::Tensor& host) {
+                          const at::Tensor& host, const std::optional<std::string>& environment) {
   make_dir(dir);
-  begin_saving(dir, record);
+  // Temporary files killed runs left there go before the first snapshot
+  // (once per directory), and the run's environment line before its first.
+  remove_leftovers(dir);
+  const std::string noted = environment ? *environment : environment_to_note(dir, record);
+  if (!noted.empty()) append_line(in_dir(dir, "manifest.jsonl"), noted);
 
   // A view of a larger buffer would drag the whole buffer into the file;
   // save just the elements, in the view's shape.

@@ -5,6 +5,7 @@
 #include "record.h"
 
 #include <functional>
+#include <optional>
 #include <string>
 
 namespace aoti_debug_printer {
@@ -13,8 +14,16 @@ namespace aoti_debug_printer {
 // record, with the file's name, to dir/manifest.jsonl. Returns the file name
 // (relative to dir). Throws std::runtime_error with a message that names the
 // directory and the OS error; nothing half-written is left under a final name.
+// Before a run's first snapshot in `dir` goes its environment line:
+// environment_to_note's on this thread, or `environment` where given (the
+// saver's thread writes what the model's thread noted; "" for none).
 std::string save_snapshot(const std::string& dir, const TensorRecord& record,
-                          const at::Tensor& host);
+                          const at::Tensor& host,
+                          const std::optional<std::string>& environment = std::nullopt);
+// The environment line of `record`'s run (its numerics settings and where
+// its program's nodes came from, as this thread knows them now), where this
+// thread has noted none for that run in `dir` yet; else "".
+std::string environment_to_note(const std::string& dir, const TensorRecord& record);
 
 // Runs `save`. The first failure is reported in full; later ones are only
 // counted and summed up once when the process exits, so a full disk gives

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -35,6 +36,26 @@ int64_t whole_number(const std::string& key, const std::string& value, int64_t m
                                 ", got '" + value + "'");
   }
   return n;
+}
+
+// A size in MiB, fractions allowed, as a whole number of bytes.
+int64_t mebibytes(const std::string& key, const std::string& value) {
+  char* end = nullptr;
+  errno = 0;
+  const double mib = std::strtod(value.c_str(), &end);
+  if (value.empty() || *end != '\0' || errno != 0 || !(mib >= 0) || mib > 1e9) {
+    throw std::invalid_argument(key + " must be a size in MiB >= 0 (fractions allowed), got '" +
+                                value + "'");
+  }
+  return std::llround(mib * 1048576.0);
+}
+
+std::string as_mebibytes(int64_t bytes) {
+  // Every byte count divided by 2^20 is a finite decimal: 17 digits show it
+  // exactly enough to be read back to the same count.
+  char text[40];
+  std::snprintf(text, sizeof text, "%.17g", static_cast<double>(bytes) / 1048576.0);
+  return text;
 }
 
 // The spellings of a switch, any case (Python's _autoload reads the same).
@@ -136,6 +157,11 @@ const std::vector<OptionInfo>& table() {
          s.dump_dir = v;
        },
        [](const S& s) { return s.dump_dir; }},
+      {"save_memory", "AOTI_DEBUG_PRINTER_SAVE_MEMORY", "",
+       "MiB (fractions allowed) of host memory level 1 stages snapshots in while they wait for "
+       "the disk; 0 saves on the model's thread",
+       [](S& s, V v) { s.save_memory = mebibytes("save_memory", v); },
+       [](const S& s) { return as_mebibytes(s.save_memory); }},
       {"max_values", "AOTI_DEBUG_PRINTER_MAX_VALUES", "",
        "tensors with at most this many elements also print their values; 0: none",
        [](S& s, V v) { s.max_values = whole_number("max_values", v, 0); },

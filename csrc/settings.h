@@ -60,6 +60,12 @@ struct Settings {
   Format format = Format::Text;
   // AOTI_DEBUG_PRINTER_DUMP_DIR: where level 1 saves; upstream's default.
   std::string dump_dir = "./tmp/aoti_torch/";
+  // AOTI_DEBUG_PRINTER_SAVE_MEMORY, in MiB (fractions allowed), kept in
+  // bytes: the bound of the host memory level 1 stages snapshots in (pinned
+  // for CUDA tensors) while the saver's thread writes them (saver.h); the
+  // model's thread waits only where it is full. 0: every snapshot is saved
+  // on the model's thread, as it is taken.
+  int64_t save_memory = int64_t{512} << 20;
   // AOTI_DEBUG_PRINTER_MAX_VALUES: tensors with at most this many elements
   // also print their values; 0 turns values off.
   int64_t max_values = 64;

@@ -13,6 +13,7 @@
 #include "late.h"
 #include "output.h"
 #include "save.h"
+#include "saver.h"
 #include "settings.h"
 #include "shim.h"
 #include "sources.h"
@@ -405,8 +406,8 @@ TensorStats write_record(Action action, const Settings& settings, Where& where, 
     Contents unwritten;
     unwritten.stats.unsupported = "output, not yet written: no statistics";
     if (action == Action::Save) {
-      const TensorRecord r = describe(where, t, unwritten);
-      saving([&] { append_to_manifest(settings.dump_dir, format_json(r) + "\n"); });
+      saver::append_to_manifest(settings.dump_dir,
+                                format_json(describe(where, t, unwritten)) + "\n");
     } else {
       write_known_record(settings, where, t, unwritten, later);
     }
@@ -414,8 +415,15 @@ TensorStats write_record(Action action, const Settings& settings, Where& where, 
   }
   TensorRecord r;
   if (action == Action::Save) {
+    // The saver's thread takes the statistics from its copy and writes the
+    // file; neither the trap nor the guard waits for them (later).
+    if (later) {
+      saver::save(settings.dump_dir, describe(std::move(where), t, {}), t);
+      return {};
+    }
     // A snapshot needs every element on the host anyway: one copy, and the
-    // manifest's statistics from it.
+    // manifest's statistics from it, behind what this process queued.
+    saver::wait_for_saves();
     const at::Tensor host = to_host(t);
     r = describe(where, t, host_contents(host, 0, with_fingerprint && t.device().is_cpu()));
     saving([&] { save_snapshot(settings.dump_dir, r, host); });
@@ -614,7 +622,7 @@ void record_scalar(Level compiled, const Where& where, const char* type, const s
   }
   if (action == Action::Save) {
     // No file to hold a scalar: its manifest line carries the value.
-    saving([&] { append_to_manifest(settings.dump_dir, format_scalar(where, type, value, true)); });
+    saver::append_to_manifest(settings.dump_dir, format_scalar(where, type, value, true));
     return;
   }
   emit(settings.output, format_scalar(where, type, value, settings.format == Format::Jsonl));

@@ -271,6 +271,26 @@ def wrapper_source(package_path: Path) -> str:
         return z.read(names[0]).decode()
 
 
+def level1_lines(dump: Path) -> list[dict]:
+    """A level-1 dump's tensor lines, each with its snapshot's bytes, less
+    what tells two runs apart (run, file name, the wait)."""
+    out = []
+    for r in map(json.loads, (dump / "manifest.jsonl").read_text().splitlines()):
+        if r["event"] != "tensor":
+            continue
+        if "file" in r:
+            r["bytes"] = (
+                torch.load(dump / r.pop("file"), weights_only=True)
+                .view(-1)
+                .view(torch.uint8)
+                .tolist()
+            )
+        for key in ("run", "save_waited_ms"):
+            r.pop(key, None)
+        out.append(r)
+    return out
+
+
 @pytest.fixture
 def records(tmp_path):
     """Sends the shim's output to a JSON-lines file; calling the fixture's

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import compile_package, custom_op_output_record, wrapper_source
+from conftest import compile_package, custom_op_output_record, level1_lines, wrapper_source
 from testmodels import small
 
 import aoti_debug_printer
@@ -353,6 +353,7 @@ def test_custom_op_called_through_the_proxy_executor_is_recorded(
     assert torch.equal(out, run_on_device(0))
     # Level 1 saves what the op made.
     run_on_device(1)
+    aoti_debug_printer.wait_for_saves()  # the saver's thread writes behind the model
     manifest = [json.loads(line) for line in (dump_dir / "manifest.jsonl").read_text().splitlines()]
     (saved,) = [
         r
@@ -367,6 +368,7 @@ def test_custom_op_called_through_the_proxy_executor_is_recorded(
 
 def test_level1_saves_loadable_snapshots(package, dump_dir):
     out = run(package("externs", 1), "externs", repeat=2)
+    aoti_debug_printer.wait_for_saves()  # the saver's thread writes behind the model
     lines = [json.loads(line) for line in (dump_dir / "manifest.jsonl").read_text().splitlines()]
     # Each run's numerics environment, before its snapshots.
     environments = [r for r in lines if r["event"] == "environment"]
@@ -417,6 +419,71 @@ def test_level1_saves_loadable_snapshots(package, dump_dir):
         assert torch.equal(torch.load(dump_dir / r["file"], weights_only=True), out)
     inputs = [r for r in manifest if r["phase"] == "model_input"]
     assert len(inputs) == 2 * 3
+
+
+@pytest.mark.parametrize("model_name", ["externs", "mlp", "dynamic"])
+def test_level1_queued_to_the_saver_writes_what_the_models_thread_would(
+    package, model_name, tmp_path
+):
+    """The same runs saved on the model's thread (save_memory=0), queued in
+    staging memory larger than the run, in memory of a few snapshots (1 KiB:
+    taken and given back around and around), and in memory smaller than any
+    snapshot (52 bytes: each is saved on the model's thread, and says it
+    waited): the same lines, in the same order, with the same bytes in
+    every file; the outputs are the same."""
+    compiled = torch._inductor.aoti_load_package(str(package(model_name, 1)))
+    _, inputs = small.build(model_name)
+    dumps, outputs = {}, {}
+    for memory in ("0", "512", "0.001", "0.00005"):
+        name = f"mem{memory}"
+        with aoti_debug_printer.options(dump_dir=tmp_path / name, save_memory=memory):
+            outputs[name] = [compiled(*inputs) for _ in range(2)]
+        dumps[name] = level1_lines(tmp_path / name)
+    assert dumps["mem0"] and len({json.dumps(d, sort_keys=True) for d in dumps.values()}) == 1
+    for out in outputs.values():
+        assert all(torch.equal(a, b) for a, b in zip(out, outputs["mem0"]))
+    # Each snapshot's line says how long the model's thread waited for the
+    # disk: every one it saved itself, and none where the memory held them
+    # (the run is smaller than it).
+    waited = [
+        r
+        for r in map(json.loads, (tmp_path / "mem0.00005" / "manifest.jsonl").open())
+        if "file" in r
+    ]
+    assert waited and all(r["save_waited_ms"] > 0 for r in waited)
+    held = [r for r in map(json.loads, (tmp_path / "mem512" / "manifest.jsonl").open())]
+    assert not [r for r in held if "save_waited_ms" in r]
+
+
+# Runs a package at level 1 and exits at once: whatever the saver's thread
+# still holds is written before the process ends.
+EXITS_AT_ONCE = """
+import sys, torch, aoti_debug_printer
+from testmodels import small
+_, inputs = small.build("mlp")
+aoti_debug_printer.set_option("dump_dir", sys.argv[2])
+compiled = torch._inductor.aoti_load_package(sys.argv[1])
+for _ in range(int(sys.argv[3])):
+    compiled(*inputs)
+"""
+
+
+def test_a_process_that_exits_right_after_its_runs_keeps_every_snapshot(package, tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-c", EXITS_AT_ONCE, package("mlp", 1), tmp_path / "dump", "20"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parent)},
+    )
+    assert done.returncode == 0, done.stderr
+    d = aoti_debug_printer.load_dump(tmp_path / "dump")
+    assert not d.skipped
+    per_run: dict[int, int] = {}
+    for r in d.records:
+        if r.path is not None:
+            r.load()
+            per_run[r.tensor.run] = per_run.get(r.tensor.run, 0) + 1
+    assert len(per_run) == 20 and len(set(per_run.values())) == 1
 
 
 def test_level3_prints_kernel_names_in_order(package, capfd):

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import wrapper_source
+from conftest import level1_lines, wrapper_source
 
 import aoti_debug_printer
 from aoti_debug_printer import _C
@@ -255,6 +255,7 @@ def test_aoti_level2_records_every_kernel_kind_and_results_are_unchanged(gpu_pac
 @pytest.mark.xdist_group("mixed-1")
 def test_aoti_level1_saves_cuda_tensors_that_load_without_a_gpu(gpu_package, dump_dir):
     run_package(gpu_package("mixed", 1), "mixed")
+    aoti_debug_printer.wait_for_saves()  # the saver's thread writes behind the model
     manifest = [json.loads(x) for x in (dump_dir / "manifest.jsonl").read_text().splitlines()]
     tensors = [r for r in manifest if r["event"] == "tensor"]
     assert {r["device"] for r in tensors} == {"cuda:0"}
@@ -280,6 +281,25 @@ def test_aoti_level1_saves_cuda_tensors_that_load_without_a_gpu(gpu_package, dum
     assert {(r["phase"], r["role"]) for r in tensors if "file" not in r} <= {
         ("before_launch", "write")
     }
+
+
+@pytest.mark.xdist_group("mixed-1")
+def test_aoti_level1_queued_cuda_copies_write_what_the_models_thread_would(gpu_package, tmp_path):
+    """CUDA tensors staged in pinned memory, their copies queued on the
+    stream, and written by the saver's thread (in memory larger than the
+    run, and of a few snapshots), against the same runs saved on the
+    model's thread: the same lines, in order, the same bytes."""
+    from testmodels import gpu
+
+    compiled = torch._inductor.aoti_load_package(str(gpu_package("mixed", 1)))
+    _, inputs = gpu.build("mixed")
+    dumps = {}
+    for memory in ("0", "512", "0.002"):
+        with aoti_debug_printer.options(dump_dir=tmp_path / memory, save_memory=memory):
+            for _ in range(2):
+                compiled(*inputs)
+        dumps[memory] = level1_lines(tmp_path / memory)
+    assert dumps["0"] and all(d == dumps["0"] for d in dumps.values())
 
 
 @pytest.mark.xdist_group("mixed-3")

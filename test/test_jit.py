@@ -61,6 +61,7 @@ def test_level3_names_kernels_through_the_shim(compiled_at, records):
 
 def test_filter_and_level1_in_jit(compiled_at, dump_dir):
     compiled_at(1, kernels="cpp_fused_*")
+    aoti_debug_printer.wait_for_saves()  # the saver's thread writes behind the model
     manifest = (dump_dir / "manifest.jsonl").read_text().splitlines()
     records = [__import__("json").loads(line) for line in manifest]
     kernels = {r["kernel"] for r in records if r["event"] == "tensor"}

@@ -206,7 +206,22 @@ def test_hostile_names_stay_in_the_dump_dir(dump_dir, kernel, arg):
     assert (line["kernel"], line["arg"], line["file"]) == (kernel, arg, saved[0].name)
 
 
-def test_saved_views_round_trip(dump_dir):
+def saved_line(dump_dir: Path, arg: str, t: torch.Tensor, queued: bool) -> dict:
+    """Saves `t` at level 1 and returns its manifest line, once written:
+    on this thread (outside a run that ends, as the trap's records), or
+    queued to the saver's thread (a run that ends)."""
+    if queued:
+        _C.begin_run(True)
+        _C.launch(_C.LEVEL_SAVE, _C.AFTER_LAUNCH, "k", 0)
+    _C.record(_C.LEVEL_SAVE, _C.AFTER_LAUNCH, "k", arg, t)
+    if queued:
+        _C.end_run()
+        _C.wait_for_saves()
+    return json.loads((dump_dir / "manifest.jsonl").read_text().splitlines()[-1])
+
+
+@pytest.mark.parametrize("queued", [False, True], ids=["on_its_thread", "queued"])
+def test_saved_views_round_trip(dump_dir, queued):
     base = torch.arange(24.0).reshape(4, 6)
     for arg, view in [
         ("t", base.t()),
@@ -215,8 +230,8 @@ def test_saved_views_round_trip(dump_dir):
         ("bf16", base.to(torch.bfloat16)),
         ("e", torch.empty(0, 2)),
     ]:
-        _C.record(_C.LEVEL_SAVE, _C.BEFORE_LAUNCH, "k", arg, view)
-        entry = json.loads((dump_dir / "manifest.jsonl").read_text().splitlines()[-1])
+        entry = saved_line(dump_dir, arg, view, queued)
+        assert entry["arg"] == arg and entry["stats"]["finite"] == view.numel()
         back = torch.load(dump_dir / entry["file"], weights_only=True)
         assert back.dtype == view.dtype and back.shape == view.shape
         assert torch.equal(back, view)
@@ -234,8 +249,9 @@ SAVED_DTYPES = (
 # LibTorch names a storage class that Python lacks for the newer dtypes; the
 # saver writes those as Python's torch.save would (seen with float8 on the H100).
 @pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental:UserWarning")
+@pytest.mark.parametrize("queued", [False, True], ids=["on_its_thread", "queued"])
 @pytest.mark.parametrize("dtype", SAVED_DTYPES, ids=str)
-def test_every_dtype_saves_for_torch_load(dump_dir, dtype):
+def test_every_dtype_saves_for_torch_load(dump_dir, dtype, queued):
     base = (torch.randn(6, 10, generator=torch.Generator().manual_seed(0)) * 4).abs().to(dtype)
     for arg, view in [
         ("whole", base),
@@ -243,8 +259,8 @@ def test_every_dtype_saves_for_torch_load(dump_dir, dtype):
         ("scalar", base[1, 1]),
         ("empty", base[:0]),
     ]:
-        _C.record(_C.LEVEL_SAVE, _C.AFTER_LAUNCH, "k", arg, view)
-        entry = json.loads((dump_dir / "manifest.jsonl").read_text().splitlines()[-1])
+        entry = saved_line(dump_dir, arg, view, queued)
+        assert entry["arg"] == arg
         back = torch.load(dump_dir / entry["file"], weights_only=True)
         assert (back.dtype, back.shape, back.device.type) == (dtype, view.shape, "cpu"), arg
         # Bit for bit: float8 has no torch.equal.
@@ -382,28 +398,40 @@ def test_the_headers_codes_are_mirrored_once_and_used_by_the_codegen():
     ]
 
 
-# A process that saves 16 MiB snapshots into argv[1] until it is killed.
+# A process that saves 16 MiB snapshots into argv[1] until it is killed: on
+# its own thread (a run that never ends, as the trap's), or, with
+# SAVER_QUEUED=1, queued to the saver's thread (runs that end).
 SAVER = """
-import sys, torch, aoti_debug_printer
+import os, sys, torch, aoti_debug_printer
 from aoti_debug_printer import _C
+queued = os.environ.get("SAVER_QUEUED") == "1"
 with aoti_debug_printer.options(dump_dir=sys.argv[1]):
     _C.begin_run()
     print("saving", flush=True)
     for i in range(int(sys.argv[2]) if len(sys.argv) > 2 else 10**9):
+        if queued:
+            _C.begin_run(True)
         _C.launch(_C.LEVEL_SAVE, _C.AFTER_LAUNCH, f"k{i}", 0)
         _C.record(_C.LEVEL_SAVE, _C.AFTER_LAUNCH, f"k{i}", "x", torch.full((4 << 20,), float(i)))
+        if queued:
+            _C.end_run()
 """
 
+SAVING = pytest.mark.parametrize("queued", ["0", "1"], ids=["on_its_thread", "queued"])
 
-def test_a_run_killed_while_saving_loses_nothing_the_next_run_can_keep(tmp_path):
+
+@SAVING
+def test_a_run_killed_while_saving_loses_nothing_the_next_run_can_keep(tmp_path, queued):
     """SIGKILL at random points of saving, again and again, then at once a
     run into the same directory: it removes the unfinished temporary files (saying
     so), every listed snapshot loads, and one saved but never listed is
-    reported by the reader, not silently dropped."""
+    reported by the reader, not silently dropped. Snapshots still queued
+    at the kill are lost, never a listed one."""
     dump = tmp_path / "dump"
     rng = random.Random(0)
+    env = {**os.environ, "SAVER_QUEUED": queued}
     for _ in range(6):
-        p = subprocess.Popen([sys.executable, "-c", SAVER, dump], stdout=subprocess.PIPE)
+        p = subprocess.Popen([sys.executable, "-c", SAVER, dump], stdout=subprocess.PIPE, env=env)
         assert p.stdout.readline().strip() == b"saving"
         time.sleep(rng.uniform(0.05, 0.6))
         p.send_signal(signal.SIGKILL)
@@ -411,7 +439,9 @@ def test_a_run_killed_while_saving_loses_nothing_the_next_run_can_keep(tmp_path)
     leftovers = list(dump.glob(".tmp-*.pt"))
     # The next run comes at once: the lock, not the files' age, says their
     # writers are gone.
-    done = subprocess.run([sys.executable, "-c", SAVER, dump, "1"], capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-c", SAVER, dump, "1"], capture_output=True, text=True, env=env
+    )
     assert done.returncode == 0, done.stderr
     assert not list(dump.glob(".tmp-*.pt"))
     if leftovers:
@@ -466,7 +496,8 @@ print(json.dumps({'records': len(d.records), 'skipped': d.skipped,
 
 
 @pytest.mark.skipif(shutil.which("unshare") is None, reason="needs util-linux's unshare")
-def test_a_full_disk_keeps_every_whole_record_and_the_next_run_appends_cleanly(tmp_path):
+@SAVING
+def test_a_full_disk_keeps_every_whole_record_and_the_next_run_appends_cleanly(tmp_path, queued):
     """Saving into a 1 MiB tmpfs until it is full: one error line, the
     manifest holds only whole lines, a snapshot that did not fit keeps its
     record (with why it has no file), and once space is freed the next
@@ -487,6 +518,7 @@ def test_a_full_disk_keeps_every_whole_record_and_the_next_run_appends_cleanly(t
         ],
         capture_output=True,
         text=True,
+        env={**os.environ, "SAVER_QUEUED": queued},
     )
     if done.returncode != 0 and ("unshare" in done.stderr or "mount" in done.stderr):
         pytest.skip(f"no mount namespace or tmpfs here: {done.stderr.strip().splitlines()[-1]}")

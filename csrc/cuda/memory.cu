@@ -2,10 +2,12 @@
 #include "cuda/memory.cuh"
 
 #include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <mutex>
 #include <vector>
 
 namespace aoti_debug_printer::device::detail {
@@ -65,6 +67,22 @@ uint8_t* device_scratch(int device, int64_t bytes) {
     b.size = bytes;
   }
   return static_cast<uint8_t*>(b.data);
+}
+
+const int64_t* device_one(int device) {
+  static std::mutex mu;
+  static std::vector<int64_t*> ones;
+  std::lock_guard<std::mutex> lock(mu);
+  if (static_cast<int>(ones.size()) <= device) ones.resize(device + 1, nullptr);
+  if (!ones[device]) {
+    const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+    int64_t* one = nullptr;
+    C10_CUDA_CHECK(cudaMalloc(&one, sizeof(int64_t)));
+    const int64_t value = 1;
+    C10_CUDA_CHECK(cudaMemcpy(one, &value, sizeof value, cudaMemcpyHostToDevice));
+    ones[device] = one;  // kept for the process
+  }
+  return ones[device];
 }
 
 }  // namespace aoti_debug_printer::device::detail

@@ -20,4 +20,8 @@ struct ScratchBuffer {
 ScratchBuffer& scratch_of(int device);
 uint8_t* device_scratch(int device, int64_t bytes);
 
+// A device word holding 1, per device: copied behind a copy to the host, in
+// stream order, it is the ticket that says the copy has landed.
+const int64_t* device_one(int device);
+
 }  // namespace aoti_debug_printer::device::detail

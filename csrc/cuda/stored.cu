@@ -62,24 +62,6 @@ TensorStats stats_of_slot(const int64_t* slot, int64_t numel) {
   return stats_of<float>(a, numel, std::nullopt);
 }
 
-// A device word holding 1, per device: copied after a run's slots, it is the
-// ticket that says they have landed (a copy in stream order after theirs).
-const int64_t* device_one(int device) {
-  static std::mutex mu;
-  static std::vector<int64_t*> ones;
-  std::lock_guard<std::mutex> lock(mu);
-  if (static_cast<int>(ones.size()) <= device) ones.resize(device + 1, nullptr);
-  if (!ones[device]) {
-    const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
-    int64_t* one = nullptr;
-    C10_CUDA_CHECK(cudaMalloc(&one, sizeof(int64_t)));
-    const int64_t value = 1;
-    C10_CUDA_CHECK(cudaMemcpy(one, &value, sizeof value, cudaMemcpyHostToDevice));
-    ones[device] = one;  // kept for the process
-  }
-  return ones[device];
-}
-
 // Pinned buffers that ended runs gave back: a run's copy must not cost a
 // cudaHostAlloc (tens of microseconds) on the model's thread.
 struct Pinned {

@@ -44,7 +44,7 @@
 // 6: a snapshot that could not be saved keeps its record in the manifest,
 // with "unsaved" (why) in place of "file". 7: a record a replay of a
 // captured CUDA graph wrote carries "replay", the replay's index from 0.
-#define AOTI_DEBUG_PRINTER_RECORD_SCHEMA 7
+#define AOTI_DEBUG_PRINTER_RECORD_SCHEMA 8
 
 #ifdef __cplusplus
 extern "C" {

@@ -13,7 +13,12 @@ beside each; `option_table()` lists them with their meanings):
 output (AOTI_DEBUG_PRINTER_OUTPUT), format (_FORMAT), dump_dir (_DUMP_DIR),
 max_values (_MAX_VALUES), sync (_SYNC), replay (_REPLAY), rank (_RANK, else
 RANK), ranks (_RANKS), level (_LEVEL), kernels (_KERNELS), trap (_TRAP),
-guard (_GUARD), roles (_ROLES), end_job (_END_JOB), input_check (_INPUT_CHECK).
+guard (_GUARD), roles (_ROLES), end_job (_END_JOB), input_check (_INPUT_CHECK),
+save_memory (_SAVE_MEMORY).
+
+Level 1 writes its snapshots on a thread of its own, behind the model:
+`wait_for_saves()` returns once this process's are all written (`load_dump`
+calls it; the process's exit waits for them too).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import importlib
 from collections.abc import Iterator
 from typing import Any
 
-from ._native import shim
+from ._native import shim, wait_for_saves
 from ._options import get_option, option_table, options, set_option
 from .inductor.install import install, is_installed, uninstall
 
@@ -70,6 +75,7 @@ __all__ = [
     "first_difference_between_runs",
     "bisect_divergence",
     "write_repro",
+    "wait_for_saves",
     *_LAZY,
 ]
 

@@ -6,9 +6,11 @@ neither it nor torch."""
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import importlib.metadata
 import re
+import sys
 from pathlib import Path
 
 # Where setup.py's CMake install puts _C, the library and the header.
@@ -36,4 +38,20 @@ def shim():
     import torch  # noqa: F401  - the shim's Python module needs torch loaded first
 
     # The compiled extension module beside this file (csrc/python.cpp).
-    return importlib.import_module(f"{__package__}._C")
+    native = importlib.import_module(f"{__package__}._C")
+    if not getattr(native, "_saves_written_at_exit", False):
+        # The library writes what is queued at exit too; from here it does
+        # so before the interpreter and torch are torn down.
+        atexit.register(native.wait_for_saves)
+        native._saves_written_at_exit = True
+    return native
+
+
+def wait_for_saves() -> None:
+    """Where this process loaded the shim, returns once every snapshot its
+    level 1 queued is written (the saver's thread writes them, behind the
+    model): a reader in this process then sees the whole dump. Loads
+    nothing where the shim is not loaded, as no snapshot can be queued."""
+    native = sys.modules.get(f"{__package__}._C")
+    if native is not None:
+        native.wait_for_saves()

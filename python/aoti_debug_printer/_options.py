@@ -27,7 +27,8 @@ def get_option(key: str) -> str:
 @contextlib.contextmanager
 def options(**values: Any) -> Iterator[None]:
     """Set run-time options for a block; every option is put back as it was
-    on leaving, also when the block raises.
+    on leaving, also when the block raises. The snapshots level 1 took in
+    the block are written by then (wait_for_saves): its dump is whole.
 
         with aoti_debug_printer.options(format="jsonl", output="records.jsonl"):
             compiled(x)
@@ -39,5 +40,6 @@ def options(**values: Any) -> Iterator[None]:
             C.set_option(key, str(value))
         yield
     finally:
+        C.wait_for_saves()
         for key, value in saved.items():
             C.set_option(key, value)

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 # AOTI_DEBUG_PRINTER_RECORD_SCHEMA, mirrored here so that reading a dump
 # needs neither torch nor the compiled library (test_schema holds the two
 # equal).
-RECORD_SCHEMA = 7
+RECORD_SCHEMA = 8
 
 # Starts the comment before each recorded call of the C++ wrapper: the
 # call's arguments in order, literals included, as JSON. The codegen writes
@@ -225,6 +225,10 @@ class TensorRecord(Where):
     problem: str = ""  # a null handle, an undefined tensor, a dtype without statistics
     file: str | None = None  # the snapshot, in the dump directory (level 1)
     unsaved: str = ""  # why it has no snapshot: the save failed (a full disk)
+    # How long the model's thread waited for the disk before this snapshot
+    # (level 1's staging memory was full, or it was saved on that thread);
+    # 0 where it did not wait (schema 8 on).
+    save_waited_ms: float = 0.0
 
     @property
     def written(self) -> bool:

@@ -11,6 +11,7 @@
 #include "output.h"
 #include "record.h"
 #include "save.h"
+#include "saver.h"
 #include "shim.h"
 #include "trap.h"
 
@@ -1063,6 +1064,8 @@ TEST_CASE("a value's formula and its program's Inductor config reach the dump",
     aoti_debug_printer::value(api, AOTI_DEBUG_PRINTER_LEVEL_SAVE, AOTI_DEBUG_PRINTER_AFTER_LAUNCH,
                               "k", "buf2", handle(t), "n", "", AOTI_DEBUG_PRINTER_ROLE_WRITE);
   }
+  // The saver's thread writes the run's snapshots behind it.
+  aoti_debug_printer::saver::wait_for_saves();
   const std::string manifest = slurp(s.dump / "manifest.jsonl");
   const std::string schema =
       ", \"schema\": " + std::to_string(AOTI_DEBUG_PRINTER_RECORD_SCHEMA) + "}";
@@ -1079,6 +1082,7 @@ TEST_CASE("a value's formula and its program's Inductor config reach the dump",
     aoti_debug_printer::value(api, AOTI_DEBUG_PRINTER_LEVEL_SAVE, AOTI_DEBUG_PRINTER_AFTER_LAUNCH,
                               "k", "buf3", handle(t));
   }
+  aoti_debug_printer::saver::wait_for_saves();
   CHECK(slurp(s.dump / "manifest.jsonl").find("\"inductor_config\": \"\"" + schema) !=
         std::string::npos);
 }

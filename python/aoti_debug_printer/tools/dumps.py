@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import records
+from .._native import wait_for_saves
 from ..records import (
     CudaErrorRecord,
     EnvironmentRecord,
@@ -200,6 +201,8 @@ def load_dump(source: str | Path) -> Dump:
     not a record is an error. Lines end at "\\n" only: a name may hold any
     other line separator."""
     source = Path(source)
+    # Snapshots this process took may still be on their way to the disk.
+    wait_for_saves()
     if source.is_file() and not _looks_like_text(source):
         raise ValueError(
             f"{source} is not a dump: give a level-1 dump directory or a JSON-lines "
