@@ -58,6 +58,13 @@ class Ring {
     --live_;
     tail_ = offset + bytes;
   }
+  // The newest piece taken, at `offset`, goes back unused. Where its take
+  // skipped the end's room, that room stays behind the tail until the
+  // pieces before it go.
+  void untake(int64_t offset) {
+    --live_;
+    head_ = offset;
+  }
 
  private:
   std::shared_ptr<uint8_t> memory_;
@@ -139,7 +146,7 @@ class Saver {
         job.host.copy_(source);
       }
     } catch (...) {
-      ring->give(*offset, bytes);
+      ring->untake(*offset);
       throw;
     }
     job.environment = environment_to_note(dir, record);

@@ -239,6 +239,49 @@ def test_saved_views_round_trip(dump_dir, queued):
         assert back.untyped_storage().nbytes() <= max(view.numel(), 1) * view.element_size() * 6
 
 
+# Queues level-1 snapshots, forks while they are written, and saves in both
+# processes: the child starts with no queue of the parent's (their files are
+# the parent's to write), and its own are written before it exits.
+FORKS_WHILE_SAVING = """
+import os, sys, torch, aoti_debug_printer
+from aoti_debug_printer import _C, load_dump
+torch.set_num_threads(1)  # libgomp's threads do not survive a fork: a child's op would hang
+
+def save(dump, n):
+    aoti_debug_printer.set_option("dump_dir", dump)
+    for i in range(n):
+        _C.begin_run(True)
+        _C.launch(_C.LEVEL_SAVE, _C.AFTER_LAUNCH, f"k{i}", 0)
+        _C.record(_C.LEVEL_SAVE, _C.AFTER_LAUNCH, f"k{i}", "x", torch.full((1 << 18,), float(i)))
+        _C.end_run()
+
+save(sys.argv[1] + "/parent", 40)
+pid = os.fork()
+if pid == 0:
+    save(sys.argv[1] + "/child", 10)
+    _C.wait_for_saves()
+    os._exit(0)
+save(sys.argv[1] + "/parent", 10)
+assert os.waitpid(pid, 0)[1] == 0
+for name, n in (("parent", 50), ("child", 10)):
+    d = load_dump(sys.argv[1] + "/" + name)
+    assert not d.skipped and sorted(r.load()[0].item() for r in d.records) == sorted(
+        float(i) for i in list(range(40 if name == "parent" else 0)) + list(range(10))
+    ), name
+print("ok")
+"""
+
+
+def test_a_fork_while_snapshots_are_queued_keeps_both_processes_dumps(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-c", FORKS_WHILE_SAVING, tmp_path],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
+
+
 SAVED_DTYPES = (
     DTYPES
     + [torch.uint16, torch.uint32, torch.uint64, torch.complex32, torch.complex64, torch.complex128]
