@@ -127,10 +127,16 @@ std::string publish(const std::string& dir, const std::string& stem, const FileW
     ::close(fd);
     throw;
   }
-  // The disk starts on the file now, while the next one is made, rather
-  // than when the kernel's writeback gets to it: a dump is on the disk
-  // soon after its last file is written. Asks only; waits for nothing.
-  (void)::sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+  // A large file: the disk starts on it now, while the next one is made,
+  // rather than when the kernel's writeback gets to it, so that a dump is
+  // on the disk soon after its last file is written. Asks only; waits for
+  // nothing. Small files are left to the kernel, which writes many of them
+  // back together (started one by one, a model's 34 KB snapshots took
+  // twice as long to reach the disk).
+  constexpr off_t kStartWritebackFrom = off_t{1} << 20;
+  if (::lseek(fd, 0, SEEK_CUR) >= kStartWritebackFrom) {
+    (void)::sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+  }
   const std::string taken_key = in_dir(dir, stem);
   uint64_t suffix = taken_names().first_free(taken_key);
   std::string name;
