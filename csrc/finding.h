@@ -39,6 +39,11 @@ struct Finding {
 // Returns what the stop's message says of the note (the repro's command),
 // or the finding's `unnoted`.
 std::string note(const std::string& output, const std::string& dump_dir, const Finding& finding);
+// A package this process loaded (the Python side tells, where
+// torch._inductor.aoti_load_package loads it): the repro line of a finding
+// names it where it is the only one.
+void note_package_loaded(const std::string& path);
+
 // Every stop: note, then the stop reported, kept for stop_message, and, in a
 // torch.distributed job, the job stopped (job.h).
 Stop stop_at(const Settings& settings, const Finding& finding);

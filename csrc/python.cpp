@@ -3,6 +3,7 @@
 // goes through shim.h, the same code the C ABI runs.
 #include "aoti_debug_printer.h"
 #include "device.h"
+#include "finding.h"
 #include "graphs.h"
 #include "guard.h"
 #include "output.h"

@@ -387,53 +387,6 @@ std::string in_dir(const std::string& dir, const std::string& name) {
   return dir + "/" + name;
 }
 
-namespace {
-std::mutex packages_mu;
-std::vector<std::string>& packages_loaded() {
-  static auto* paths = new std::vector<std::string>;  // never destroyed: read at exit
-  return *paths;
-}
-
-// `s` as one shell word: quoted where it holds anything but [A-Za-z0-9_./-].
-std::string shell_word(const std::string& s) {
-  const bool plain = !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) {
-    return std::isalnum(c) || c == '_' || c == '.' || c == '/' || c == '-';
-  });
-  if (plain) return s;
-  std::string out = "'";
-  for (const char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-}  // namespace
-
-void note_package_loaded(const std::string& path) {
-  std::lock_guard<std::mutex> lock(packages_mu);
-  std::vector<std::string>& paths = packages_loaded();
-  if (std::find(paths.begin(), paths.end(), path) == paths.end()) paths.push_back(path);
-}
-
-std::string note_finding_in_dump(const std::string& dir, const std::string& finding) {
-  saving([&] { append_to_manifest(dir, finding); });
-  std::vector<std::string> paths;
-  {
-    std::lock_guard<std::mutex> lock(packages_mu);
-    paths = packages_loaded();
-  }
-  std::string package;
-  if (paths.size() == 1) {
-    package = " --package " + shell_word(paths.front());
-  } else if (paths.empty()) {
-    package = " --package followed by the .pt2 this process loaded";
-  } else {
-    package = " --package followed by the .pt2 of this model, one of";
-    for (const std::string& p : paths) package += " " + shell_word(p);
-  }
-  // The kernel's arguments are all in the dump only when it ran at level 1:
-  // the run-time level switch saves them without recompiling.
-  return "; a one-kernel repro: aoti-debug repro " + shell_word(dir) + package +
-         " (on a dump of a run at level 1: AOTI_DEBUG_PRINTER_LEVEL=1)";
-}
-
 void append_to_manifest(const std::string& dir, const std::string& line) {
   make_dir(dir);
   append_line(in_dir(dir, "manifest.jsonl"), line);

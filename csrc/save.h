@@ -40,17 +40,6 @@ std::string in_dir(const std::string& dir, const std::string& name);
 // the directory if needed. Throws std::runtime_error like save_snapshot.
 void append_to_manifest(const std::string& dir, const std::string& line);
 
-// A package this process loaded (the Python side tells, where
-// torch._inductor.aoti_load_package loads it): the repro line of a finding
-// names it where it is the only one.
-void note_package_loaded(const std::string& path);
-
-// A finding (trap, guard, CUDA error) is also a line of the dump's manifest
-// (`finding`, its JSON line), so that `aoti-debug repro DUMP` finds
-// it without the printed output. Returns the one-line pointer to that
-// command, for the finding's message.
-std::string note_finding_in_dump(const std::string& dir, const std::string& finding);
-
 // Saves the host copies `watched` took before launch (replay, trap) as the
 // inputs of `at_kernel`'s kernel, noting each file in its WatchedArg.
 void save_watched(const std::string& dir, const Where& at_kernel, std::vector<WatchedArg>& watched);
