@@ -324,6 +324,13 @@ def test_options_validate():
         raise ZeroDivisionError  # options() restores on an error too
     assert aoti_debug_printer.get_option("max_values") == before
     assert aoti_debug_printer.get_option("trap") == "off"
+    for bad in ("-1", "lots", "nan", "1e12"):
+        with pytest.raises(ValueError, match="save_memory must be a size in MiB"):
+            aoti_debug_printer.set_option("save_memory", bad)
+    # A size in MiB reads back as the same number of bytes.
+    with aoti_debug_printer.options(save_memory="0.00005"):
+        assert float(aoti_debug_printer.get_option("save_memory")) * 2**20 == 52
+    assert aoti_debug_printer.get_option("save_memory") == "512"
     keys = [key for key, _, _ in aoti_debug_printer.option_table()]
     assert {"output", "format", "dump_dir", "level", "kernels", "trap", "ranks"} <= set(keys)
 
