@@ -2,7 +2,6 @@
 
 #include "job.h"
 #include "output.h"
-#include "save.h"
 #include "saver.h"
 
 #include <algorithm>
@@ -36,7 +35,7 @@ std::string shell_word(const std::string& s) {
 // without the printed output. Returns the one-line pointer to that command,
 // for the finding's message.
 std::string note_finding_in_dump(const std::string& dir, const std::string& finding) {
-  saving([&] { append_to_manifest(dir, finding); });
+  saver::append_to_manifest(dir, finding);
   std::vector<std::string> paths;
   {
     std::lock_guard<std::mutex> lock(packages_mu);
@@ -67,11 +66,11 @@ void note_package_loaded(const std::string& path) {
 std::string note(const std::string& output, const std::string& dump_dir, const Finding& finding) {
   if (!finding.record.empty()) emit(output, finding.record);
   if (finding.noted.empty()) return finding.unnoted;
-  // What was taken before it is in the dump before the finding is, and
-  // before the run (or the process) stops.
-  saver::wait_for_saves();
+  // Behind what was taken before it (the saver's queue keeps the order,
+  // and waits for nothing: a graph's replay notes findings from a host
+  // call its stream waits for); the process's end writes the queue.
   if (finding.kernel) return note_finding_in_dump(dump_dir, finding.noted);
-  saving([&] { append_to_manifest(dump_dir, finding.noted); });
+  saver::append_to_manifest(dump_dir, finding.noted);
   return "";
 }
 

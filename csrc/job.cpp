@@ -1,6 +1,7 @@
 #include "job.h"
 
 #include "output.h"
+#include "saver.h"
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -164,6 +165,7 @@ void stopped(const Settings& settings, const std::string& message) {
     report_error("end_job: the other ranks could not be told: " + std::string(e.what()));
   }
   flush_records();
+  saver::wait_for_saves();  // _Exit runs no exit handler
   end_process(line);
 }
 

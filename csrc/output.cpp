@@ -473,14 +473,16 @@ size_t utf8_length(const std::string& s, size_t i) {
 }  // namespace
 
 const std::string& process_token() {
-  static const std::string token = [] {
+  // Never destroyed: the saver's thread names files with it while the
+  // process exits (saver.h).
+  static const std::string* token = [] {
     std::random_device random;
     const uint64_t bits = (static_cast<uint64_t>(random()) << 32) ^ random();
     char hex[24];
     std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(bits));
-    return std::string(hex);
+    return new std::string(hex);
   }();
-  return token;
+  return *token;
 }
 
 std::string escaped(const std::string& s, Escape how) {

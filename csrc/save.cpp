@@ -161,11 +161,12 @@ std::string publish(const std::string& dir, const std::string& stem, const FileW
 // unlocked name, once it is a minute old (a writer holds that name for the
 // two system calls that lock and rename it).
 void remove_leftovers(const std::string& dir) {
-  static std::mutex mu;
-  static std::set<std::string> cleaned;
+  // Never destroyed: the saver's thread saves while the process exits.
+  static auto* mu = new std::mutex;
+  static auto* cleaned = new std::set<std::string>;
   {
-    std::lock_guard<std::mutex> lock(mu);
-    if (!cleaned.insert(dir).second) return;
+    std::lock_guard<std::mutex> lock(*mu);
+    if (!cleaned->insert(dir).second) return;
   }
   std::error_code ec;
   int removed = 0;
@@ -195,8 +196,8 @@ void remove_leftovers(const std::string& dir) {
 // O_APPEND with one write() per line: lines of concurrent processes do not
 // interleave on local file systems; the mutex covers this process's threads.
 void append_line(const std::string& path, const std::string& line) {
-  static std::mutex mu;
-  std::lock_guard<std::mutex> lock(mu);
+  static auto* mu = new std::mutex;  // never destroyed, as above
+  std::lock_guard<std::mutex> lock(*mu);
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) fail("cannot open", path, errno);
   // One write() per line; where it is cut short (a full disk), what it

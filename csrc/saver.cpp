@@ -101,7 +101,8 @@ class Saver {
         !(cuda || t.device().is_cpu())) {
       return false;
     }
-    const int64_t bound = settings_now().save_memory;
+    // Whole pieces only (aligned_alloc's size is a multiple of them).
+    const int64_t bound = settings_now().save_memory / kAlign * kAlign;
     if (bound == 0) return false;
     // A dense tensor keeps its strides and is copied as its bytes lie; any
     // other view is made contiguous first, its elements only.
@@ -111,13 +112,15 @@ class Saver {
     std::unique_lock<std::mutex> lock(mu_);
     std::shared_ptr<Ring>& ring = cuda ? pinned_ : plain_;
     if (!ring || (ring->empty() && ring->size() != bound)) {
-      ring.reset();
-      ring = std::make_shared<Ring>(
+      std::shared_ptr<uint8_t> memory =
           cuda ? device::pinned_host_memory(bound)
                : std::shared_ptr<uint8_t>(static_cast<uint8_t*>(std::aligned_alloc(kAlign, bound)),
-                                          [](uint8_t* m) { std::free(m); }),
-          bound);
-      if (!cuda && !ring->at(0)) throw std::bad_alloc();
+                                          [](uint8_t* m) { std::free(m); });
+      if (!memory) throw std::bad_alloc();
+      ring = std::make_shared<Ring>(std::move(memory), bound);
+      // The CUDA runtime's own exit handlers may have come after the
+      // constructor's: the queue is written before they run, too.
+      if (cuda) std::atexit([] { get().wait(); });
     }
     if (bytes > ring->size()) return false;
     std::optional<int64_t> offset = ring->take(bytes);
@@ -128,30 +131,32 @@ class Saver {
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
               .count();
     }
-    Job job;
-    job.dir = dir;
-    job.ring = ring;
-    job.offset = *offset;
-    job.bytes = bytes;
-    // The copy is made with the lock held: jobs are queued in the ring's
-    // order, which is the order they go back in.
-    uint8_t* memory = ring->at(*offset);
-    job.host = at::from_blob(memory, source.sizes(), source.strides(),
-                             at::TensorOptions().dtype(source.scalar_type()).device(at::kCPU));
+    // From here to the queue, whatever throws gives the piece back (the
+    // newest), and the caller saves the record itself.
     try {
+      Job job;
+      job.dir = dir;
+      job.ring = ring;
+      job.offset = *offset;
+      job.bytes = bytes;
+      // The copy is made with the lock held: jobs are queued in the ring's
+      // order, which is the order they go back in.
+      uint8_t* memory = ring->at(*offset);
+      job.host = at::from_blob(memory, source.sizes(), source.strides(),
+                               at::TensorOptions().dtype(source.scalar_type()).device(at::kCPU));
       if (cuda) {
         job.copy = device::copy_to_host_later(source, data_bytes, memory,
                                               reinterpret_cast<int64_t*>(memory + bytes - kAlign));
       } else {
         job.host.copy_(source);
       }
+      job.record = record;
+      job.environment = environment_to_note(dir, record);
+      push(std::move(job));
     } catch (...) {
       ring->untake(*offset);
       throw;
     }
-    job.environment = environment_to_note(dir, record);
-    job.record = std::move(record);
-    push(std::move(job));
     return true;
   }
 
@@ -165,7 +170,14 @@ class Saver {
     Job job;
     job.dir = dir;
     job.line = line;
-    push(std::move(job));
+    try {
+      push(std::move(job));
+    } catch (const std::exception&) {
+      // No thread for it: written here, behind what the queue holds.
+      lock.unlock();
+      wait();
+      saving([&] { aoti_debug_printer::append_to_manifest(dir, line); });
+    }
   }
 
   void wait() {
@@ -178,35 +190,53 @@ class Saver {
   Saver() {
     // A child of fork() has no saver thread, and the parent's queue and
     // staged memory are the parent's to write: the child starts with none.
-    // The fork waits for the saver's lock, so that the child's is free;
-    // the child's condition variables are made afresh, as nothing of the
-    // parent waits on them there.
-    pthread_atfork([] { get().mu_.lock(); }, [] { get().mu_.unlock(); },
-                   [] {
-                     Saver& s = get();
-                     s.mu_.unlock();
-                     new (&s.room_) std::condition_variable;
-                     new (&s.work_) std::condition_variable;
-                     new (&s.done_cv_) std::condition_variable;
-                     new std::deque<Job>(std::move(s.jobs_));  // never freed: the parent's
-                     s.jobs_.clear();
-                     s.done_ = s.queued_;
-                     s.running_ = false;
-                     s.pinned_ = nullptr;
-                     s.plain_ = nullptr;
-                   });
+    // The fork waits until the saver is between two jobs and holds its
+    // lock, so that no lock the saver takes while writing (save.cpp's) is
+    // left held in the child; the child's condition variables are made
+    // afresh, as nothing of the parent waits on them there, and the
+    // parent's rings are left as they are (pinned memory cannot be freed
+    // in a child).
+    pthread_atfork(
+        [] {
+          Saver& s = get();
+          s.mu_.lock();
+          while (s.writing_) {
+            s.mu_.unlock();
+            std::this_thread::sleep_for(std::chrono::microseconds(100));
+            s.mu_.lock();
+          }
+        },
+        [] { get().mu_.unlock(); },
+        [] {
+          Saver& s = get();
+          s.mu_.unlock();
+          new (&s.room_) std::condition_variable;
+          new (&s.work_) std::condition_variable;
+          new (&s.done_cv_) std::condition_variable;
+          new std::deque<Job>(std::move(s.jobs_));  // never freed: the parent's
+          s.jobs_.clear();
+          s.done_ = s.queued_;
+          s.running_ = false;
+          new std::shared_ptr<Ring>(std::move(s.pinned_));  // never freed, as above
+          new std::shared_ptr<Ring>(std::move(s.plain_));
+        });
     // What is queued is written before the process ends.
     std::atexit([] { get().wait(); });
   }
 
-  // With mu_ held.
+  // With mu_ held. Throws, queuing nothing, where no thread can run it.
   void push(Job job) {
     jobs_.push_back(std::move(job));
-    ++queued_;
     if (!running_) {
+      try {
+        std::thread([this] { run(); }).detach();
+      } catch (...) {
+        jobs_.pop_back();
+        throw;
+      }
       running_ = true;
-      std::thread([this] { run(); }).detach();
     }
+    ++queued_;
     work_.notify_one();
   }
 
@@ -218,6 +248,7 @@ class Saver {
         work_.wait(lock, [&] { return !jobs_.empty(); });
         // A deque's elements stay put while others are pushed behind them.
         job = &jobs_.front();
+        writing_ = true;
       }
       try {
         write(*job);
@@ -227,6 +258,7 @@ class Saver {
       std::lock_guard<std::mutex> lock(mu_);
       if (job->ring) job->ring->give(job->offset, job->bytes);
       jobs_.pop_front();
+      writing_ = false;
       ++done_;
       room_.notify_all();
       done_cv_.notify_all();
@@ -267,6 +299,7 @@ class Saver {
   std::deque<Job> jobs_;
   uint64_t queued_ = 0, done_ = 0;
   bool running_ = false;
+  bool writing_ = false;  // the saver's thread is writing the front job
   std::shared_ptr<Ring> pinned_, plain_;
 };
 

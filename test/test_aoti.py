@@ -427,10 +427,10 @@ def test_level1_queued_to_the_saver_writes_what_the_models_thread_would(
 ):
     """The same runs saved on the model's thread (save_memory=0), queued in
     staging memory larger than the run, in memory of a few snapshots (1 KiB:
-    taken and given back around and around), and in memory smaller than any
-    snapshot (52 bytes: each is saved on the model's thread, and says it
-    waited): the same lines, in the same order, with the same bytes in
-    every file; the outputs are the same."""
+    taken and given back around and around), and in memory smaller than a
+    64-byte piece (none: each snapshot is saved on the model's thread): the
+    same lines, in the same order, with the same bytes in every file; the
+    outputs are the same."""
     compiled = torch._inductor.aoti_load_package(str(package(model_name, 1)))
     _, inputs = small.build(model_name)
     dumps, outputs = {}, {}

@@ -36,13 +36,14 @@ std::shared_ptr<HostCopy> copy_to_host_later(const at::Tensor& t, int64_t bytes,
   const int device = t.device().index();
   const c10::cuda::CUDAGuard guard(t.device());
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device).stream();
+  // The ticket's source first: nothing is queued where it cannot be had.
+  const int64_t* one = device_one(device);
   *ticket = 0;
   if (bytes > 0) {
     C10_CUDA_CHECK(cudaMemcpyAsync(host, t.const_data_ptr(), static_cast<size_t>(bytes),
                                    cudaMemcpyDeviceToHost, stream));
   }
-  C10_CUDA_CHECK(
-      cudaMemcpyAsync(ticket, device_one(device), sizeof(int64_t), cudaMemcpyDeviceToHost, stream));
+  C10_CUDA_CHECK(cudaMemcpyAsync(ticket, one, sizeof(int64_t), cudaMemcpyDeviceToHost, stream));
   return std::make_shared<HostCopy>(HostCopy{stream, ticket});
 }
 
