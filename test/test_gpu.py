@@ -299,7 +299,13 @@ def test_aoti_level1_queued_cuda_copies_write_what_the_models_thread_would(gpu_p
             for _ in range(2):
                 compiled(*inputs)
         dumps[memory] = level1_lines(tmp_path / memory)
-    assert dumps["0"] and all(d == dumps["0"] for d in dumps.values())
+    assert dumps["0"]
+    for memory, lines in dumps.items():
+        # Said precisely where it fails: the first line that differs, and how.
+        assert len(lines) == len(dumps["0"]), memory
+        for i, (a, b) in enumerate(zip(dumps["0"], lines)):
+            differ = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+            assert not differ, (memory, i, a["kernel"], a["arg"], a["phase"], differ)
 
 
 @pytest.mark.xdist_group("mixed-3")
