@@ -315,14 +315,21 @@ void save(const std::string& dir, TensorRecord record, const at::Tensor& t) {
       report_note(std::string("level 1 saves on the model's thread: ") + e.what());
     });
   }
-  // Saved here, behind what is queued: the time is the model's wait.
+  save_now(dir, std::move(record), t, false);
+}
+
+TensorStats save_now(const std::string& dir, TensorRecord record, const at::Tensor& t,
+                     bool with_fingerprint) {
+  // Behind what is queued: the time is the model's wait. A snapshot needs
+  // every element on the host anyway: one copy, and the statistics from it.
   const auto start = std::chrono::steady_clock::now();
   staging::Saver::get().wait();
   const at::Tensor host = to_host(t);
-  fill_contents(record, host_contents(host, 0));
+  fill_contents(record, host_contents(host, 0, with_fingerprint && t.device().is_cpu()));
   record.save_waited_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   saving([&] { save_snapshot(dir, record, host); });
+  return record.stats;
 }
 
 void append_to_manifest(const std::string& dir, const std::string& line) {

@@ -26,6 +26,12 @@ namespace aoti_debug_printer::saver {
 // it is saved now, on this thread, behind what is queued.
 void save(const std::string& dir, TensorRecord record, const at::Tensor& t);
 
+// Saves `t`'s snapshot now, on this thread, behind what is queued (the
+// trap and the guard need its statistics at once), and returns them; with
+// `with_fingerprint`, the guard's fingerprint of a CPU tensor too.
+TensorStats save_now(const std::string& dir, TensorRecord record, const at::Tensor& t,
+                     bool with_fingerprint);
+
 // Appends `line` to dir's manifest, behind the snapshots queued before it.
 void append_to_manifest(const std::string& dir, const std::string& line);
 

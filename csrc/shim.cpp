@@ -421,12 +421,8 @@ TensorStats write_record(Action action, const Settings& settings, Where& where, 
       saver::save(settings.dump_dir, describe(std::move(where), t, {}), t);
       return {};
     }
-    // A snapshot needs every element on the host anyway: one copy, and the
-    // manifest's statistics from it, behind what this process queued.
-    saver::wait_for_saves();
-    const at::Tensor host = to_host(t);
-    r = describe(where, t, host_contents(host, 0, with_fingerprint && t.device().is_cpu()));
-    saving([&] { save_snapshot(settings.dump_dir, r, host); });
+    // The trap or the guard needs the statistics now: saved on this thread.
+    return saver::save_now(settings.dump_dir, describe(where, t, {}), t, with_fingerprint);
   } else {
     if (later) {
       if (std::unique_ptr<LateRecord> late =
